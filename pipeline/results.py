@@ -1,0 +1,80 @@
+"""Typed per-face results shared by every stage, the runner, reports and the mouse app.
+
+Conventions (written once, also in the README):
+- Image coordinates are pixels of the full frame: x to the right, y down.
+- Angles are degrees.
+- Head pose follows OpenVINO's head-pose-estimation-adas-0001 outputs; every head-pose stage maps
+  to the same signs (see README "Conventions").
+- The gaze vector is a unit vector in the camera frame: x to the image right, y up, z from the
+  eyes toward the camera (OMZ gaze-estimation-adas-0002's frame). Looking straight into the lens
+  is (0, 0, 1). Gaze yaw = atan2(x, z), pitch = asin(y).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Face:
+    """A detected (or tracked) face region."""
+
+    box: np.ndarray  # [x0, y0, x1, y1] frame pixels
+    score: float
+    keypoints: np.ndarray | None = None  # (K, 2) frame pixels, detector keypoints if any
+    tracked: bool = False  # True when the box came from last frame's landmarks, not the detector
+
+
+@dataclass
+class Landmarks:
+    points: np.ndarray  # (N, 2) or (N, 3) frame pixels (z in pixel units, model-relative)
+    score: float  # face presence confidence in [0, 1]
+    right_eye: np.ndarray  # (2,) subject's right eye centre (image left for a frontal face)
+    left_eye: np.ndarray  # (2,) subject's left eye centre
+    eye_corners: np.ndarray | None = None  # (2, 2, 2): [right, left] eye x [outer, inner] corner
+
+
+@dataclass
+class HeadPose:
+    yaw: float
+    pitch: float
+    roll: float
+
+
+@dataclass
+class Gaze:
+    vector: np.ndarray  # (3,) unit vector, camera frame (see module docstring)
+    yaw: float
+    pitch: float
+    right_iris: np.ndarray | None = None  # (2,) frame pixels
+    left_iris: np.ndarray | None = None
+
+    @staticmethod
+    def from_vector(v: np.ndarray, **kw) -> "Gaze":
+        v = np.asarray(v, dtype=np.float64)
+        v = v / (np.linalg.norm(v) + 1e-12)
+        yaw = float(np.degrees(np.arctan2(v[0], v[2])))
+        pitch = float(np.degrees(np.arcsin(np.clip(v[1], -1.0, 1.0))))
+        return Gaze(vector=v, yaw=yaw, pitch=pitch, **kw)
+
+
+@dataclass
+class EyeState:
+    right_open: bool
+    left_open: bool
+    right_prob: float  # probability the eye is open
+    left_prob: float
+
+
+@dataclass
+class FaceResult:
+    """Everything the pipeline knows about one face in one frame."""
+
+    face: Face
+    landmarks: Landmarks | None = None
+    head_pose: HeadPose | None = None
+    gaze: Gaze | None = None
+    eye_state: EyeState | None = None
+    ms: dict[str, float] = field(default_factory=dict)  # stage kind -> milliseconds

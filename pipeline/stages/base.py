@@ -1,0 +1,59 @@
+"""The stage interface: preprocess -> infer -> postprocess, with a typed result.
+
+A detector is called with a frame and returns faces; every other stage is called with the frame
+and the FaceResult built so far, and returns its own typed result (pipeline.results). The runner
+knows stages only through this interface; which model backs a stage is data from the zoo.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import openvino as ov
+
+from pipeline.results import Face, FaceResult
+
+
+class Stage(ABC):
+    kind: ClassVar[str]  # "face", "landmarks", "head_pose", "gaze", "eye_state"
+
+    def __init__(self, compiled: ov.CompiledModel | None):
+        self.compiled = compiled
+        self.request = compiled.create_infer_request() if compiled is not None else None
+
+    def infer(self, inputs: Any) -> list[np.ndarray]:
+        """Run the model synchronously; outputs in the model's output order."""
+        self.request.infer(inputs)
+        return [self.request.get_output_tensor(i).data.copy() for i in range(len(self.compiled.outputs))]
+
+
+class Detector(Stage):
+    kind = "face"
+
+    @abstractmethod
+    def preprocess(self, frame: np.ndarray) -> tuple[Any, Any]:
+        """Return (model inputs, context that postprocess needs, e.g. the letterbox)."""
+
+    @abstractmethod
+    def postprocess(self, outputs: list[np.ndarray], context: Any) -> list[Face]: ...
+
+    def __call__(self, frame: np.ndarray) -> list[Face]:
+        inputs, context = self.preprocess(frame)
+        return self.postprocess(self.infer(inputs), context)
+
+
+class FaceStage(Stage):
+    """A per-face stage (landmarks, head pose, gaze, eye state)."""
+
+    @abstractmethod
+    def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[Any, Any]:
+        """Return (model inputs, context that postprocess needs, e.g. the crop transform)."""
+
+    @abstractmethod
+    def postprocess(self, outputs: list[np.ndarray], context: Any) -> Any: ...
+
+    def __call__(self, frame: np.ndarray, result: FaceResult) -> Any:
+        inputs, context = self.preprocess(frame, result)
+        return self.postprocess(self.infer(inputs), context)

