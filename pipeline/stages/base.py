@@ -57,3 +57,8 @@ class FaceStage(Stage):
     def __call__(self, frame: np.ndarray, result: FaceResult) -> Any:
         inputs, context = self.preprocess(frame, result)
         return self.postprocess(self.infer(inputs), context)
+
+    def next_face(self, landmarks: Any, frame_shape: tuple[int, ...]) -> Face | None:
+        """Tracking: the face region for the next frame derived from these landmarks, or None
+        when this stage cannot track (the runner then runs the detector). Landmark stages override."""
+        return None

