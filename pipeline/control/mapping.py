@@ -1,0 +1,170 @@
+"""From one face's angles to a screen point, and the motion shaping applied on the way.
+
+Screen directions follow the user facing the screen with the camera on top of it, the frame not
+mirrored (what OpenCV delivers from a webcam): when the subject turns or looks to *their* left
+(image right), the pointer goes to the screen's left; looking up moves it up. A mirrored input
+reverses x; `mirror=True` undoes that.
+
+Modes:
+- head: head yaw/pitch relative to a neutral pose -> absolute point (a head pointer, like
+  eViacam / Project GameFace); an acceleration curve makes small turns fine and large ones reach
+  the edges.
+- gaze: a calibrated regression (calibration.GazeModel) from gaze and head angles -> point.
+- relative: the classic pointer-controller: the pointer moves along the gaze direction at a
+  speed that grows with the angle off neutral.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.results import FaceResult
+
+MODES = ("gaze", "head", "relative")
+
+# Signs that turn "subject turns/looks to their left" into "pointer goes left" (dx < 0) and "up"
+# into dy < 0, for an unmirrored camera. Gaze: the vector's x points to image right, so looking
+# to one's left gives gaze yaw > 0 (see pipeline.results). Head pose: OMZ
+# head-pose-estimation-adas-0001's yaw grows when the subject turns to their left, pitch grows
+# when looking down. Checked against udacity_demo_1080p.mp4 in tests/test_mouse.py.
+GAZE_SIGN = np.array([-1.0, -1.0])
+HEAD_SIGN = np.array([-1.0, 1.0])
+
+
+@dataclass
+class Screen:
+    width: int
+    height: int
+
+    def clamp(self, xy, margin: int = 1) -> np.ndarray:
+        """Keep a point on screen; a margin of 1 px keeps our own moves off the fail-safe corners."""
+        return np.array([min(max(float(xy[0]), margin), self.width - 1 - margin),
+                         min(max(float(xy[1]), margin), self.height - 1 - margin)])
+
+    @property
+    def centre(self) -> np.ndarray:
+        return np.array([self.width / 2.0, self.height / 2.0])
+
+
+def curve(offset, dead_zone: float, full_scale, exponent: float) -> np.ndarray:
+    """Acceleration curve: sign(d) * ((|d| - dead_zone) / full_scale) ** exponent, 0 inside the dead zone.
+    exponent > 1 gives fine control near neutral and fast travel far from it."""
+    d = np.asarray(offset, dtype=np.float64)
+    mag = np.maximum(np.abs(d) - dead_zone, 0.0) / np.asarray(full_scale, dtype=np.float64)
+    return np.sign(d) * mag ** exponent
+
+
+def face_angles(face: FaceResult) -> np.ndarray | None:
+    """[gaze yaw, gaze pitch, head yaw, head pitch] in degrees, or None when one is missing."""
+    if face.gaze is None or face.head_pose is None:
+        return None
+    return np.array([face.gaze.yaw, face.gaze.pitch, face.head_pose.yaw, face.head_pose.pitch])
+
+
+class Neutral:
+    """The resting pose: median of the first `frames` valid samples (re-taken after a reset)."""
+
+    def __init__(self, frames: int = 10):
+        self.frames = frames
+        self.reset()
+
+    def reset(self) -> None:
+        self._samples: list[np.ndarray] = []
+        self.value: np.ndarray | None = None
+
+    def update(self, sample: np.ndarray) -> np.ndarray | None:
+        if self.value is None:
+            self._samples.append(np.asarray(sample, dtype=np.float64))
+            if len(self._samples) >= self.frames:
+                self.value = np.median(self._samples, axis=0)
+        return self.value
+
+
+@dataclass
+class MappingConfig:
+    sensitivity: tuple[float, float] = (1.0, 1.0)  # per axis, multiplies the mapped offset
+    exponent: float = 1.3  # acceleration curve (head and relative modes); 1 = linear
+    head_range_deg: tuple[float, float] = (20.0, 12.0)  # head turn that reaches the screen edge
+    head_dead_zone_deg: float = 0.5
+    gaze_dead_zone_deg: float = 4.0  # relative mode: angles inside this do not move
+    relative_speed_px_s: float = 800.0  # relative mode speed at 20 deg off neutral
+    mirror: bool = False  # the input is mirrored (selfie view): flip x back
+    neutral_frames: int = 10
+
+
+class Mapper:
+    """Turns a FaceResult into the raw (unfiltered) screen point the pointer should go to."""
+
+    def __init__(self, mode: str, screen: Screen, config: MappingConfig | None = None, gaze_model=None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        if mode == "gaze" and gaze_model is None:
+            raise ValueError("gaze mode needs a calibration (calibration.GazeModel)")
+        self.mode, self.screen, self.gaze_model = mode, screen, gaze_model
+        self.config = config or MappingConfig()
+        self.neutral = Neutral(self.config.neutral_frames)
+        self._relative_point: np.ndarray | None = None
+
+    def reset(self) -> None:
+        """Forget the neutral pose (e.g. after a pause: the user may have moved)."""
+        self.neutral.reset()
+        self._relative_point = None
+
+    def _flip(self) -> np.ndarray:
+        return np.array([-1.0 if self.config.mirror else 1.0, 1.0])
+
+    def __call__(self, face: FaceResult, dt: float, current) -> np.ndarray | None:
+        c = self.config
+        sens = np.asarray(c.sensitivity, dtype=np.float64)
+        if self.mode == "gaze":
+            angles = face_angles(face)
+            if angles is None:
+                return None
+            point = self.gaze_model.predict(angles[None])[0]
+            if c.mirror:
+                point[0] = self.screen.width - 1 - point[0]
+            return self.screen.centre + sens * (point - self.screen.centre)
+
+        if self.mode == "head":
+            if face.head_pose is None:
+                return None
+            sample = np.array([face.head_pose.yaw, face.head_pose.pitch])
+            neutral = self.neutral.update(sample)
+            if neutral is None:
+                return None
+            u = curve(sample - neutral, c.head_dead_zone_deg, c.head_range_deg, c.exponent)
+            return self.screen.centre + self._flip() * HEAD_SIGN * sens * u * self.screen.centre
+
+        if face.gaze is None:  # relative
+            return None
+        sample = np.array([face.gaze.yaw, face.gaze.pitch])
+        neutral = self.neutral.update(sample)
+        if neutral is None:
+            return None
+        if self._relative_point is None:
+            self._relative_point = np.asarray(current, dtype=np.float64)
+        v = curve(sample - neutral, c.gaze_dead_zone_deg, 20.0, c.exponent) * c.relative_speed_px_s
+        self._relative_point = self.screen.clamp(
+            self._relative_point + self._flip() * GAZE_SIGN * sens * v * dt)
+        return self._relative_point
+
+
+@dataclass
+class MotionConfig:
+    dead_zone_px: float = 0.0  # steps shorter than this are not taken (after filtering)
+    max_speed_px_s: float = 6000.0
+
+
+def shape_step(current, target, dt: float, motion: MotionConfig, screen: Screen) -> np.ndarray:
+    """The next pointer position: dead zone, speed limit, then clamped to the screen."""
+    current = np.asarray(current, dtype=np.float64)
+    step = np.asarray(target, dtype=np.float64) - current
+    dist = float(np.hypot(*step))
+    if dist < max(motion.dead_zone_px, 1e-9):
+        return screen.clamp(current)
+    limit = motion.max_speed_px_s * max(dt, 1e-3)
+    if dist > limit:
+        step *= limit / dist
+    return screen.clamp(current + step)

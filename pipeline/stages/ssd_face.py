@@ -1,0 +1,73 @@
+"""OMZ SSD face detectors: face-detection-adas-0001 (672x384) and face-detection-retail-0004 (300x300).
+
+The whole frame is resized (stretched, not letterboxed) to the network input, as every OMZ demo
+does: the SSD outputs coordinates normalised to the input, so they map straight back to the frame
+by its width and height, and the models were trained on images resized this way.
+
+Output [1, 1, 200, 7] rows: image_id, label, conf, x0, y0, x1, y1 (normalised); sorted by
+confidence, padded with image_id -1. Boxes are the tight face boxes the detector learned (roughly
+brows to chin). `enlarge`/`square` optionally grow them the way OMZ's interactive face demo does
+(square of the longer side times 1.2) for stages that want more context; default off, so
+Face.box is the detector's own box, clipped to the frame.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import openvino as ov
+
+from pipeline.results import Face
+from pipeline.stages.base import Detector
+
+
+class SSDFace(Detector):
+    def __init__(
+        self,
+        compiled: ov.CompiledModel,
+        threshold: float = 0.5,
+        max_faces: int = 10,
+        min_size: int = 8,
+        enlarge: float = 1.0,
+        square: bool = False,
+    ):
+        """threshold: minimum confidence; max_faces: keep the most confident; min_size: drop boxes
+        narrower than this (pixels); enlarge/square: grow boxes about their centre (OMZ demo: 1.2, True)."""
+        super().__init__(compiled)
+        self.threshold = float(threshold)
+        self.max_faces = int(max_faces)
+        self.min_size = float(min_size)
+        self.enlarge = float(enlarge)
+        self.square = bool(square)
+        _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
+
+    def preprocess(self, frame: np.ndarray):
+        """Stretch the frame to the network size; context is the frame's (height, width)."""
+        img = cv2.resize(frame, (self.in_w, self.in_h), interpolation=cv2.INTER_AREA)
+        return img[None], frame.shape[:2]
+
+    def postprocess(self, outputs, context) -> list[Face]:
+        h, w = context
+        det = outputs[0].reshape(-1, 7)
+        det = det[(det[:, 0] >= 0) & (det[:, 2] >= self.threshold)]
+        det = det[np.argsort(-det[:, 2])]
+        faces = []
+        for row in det:
+            box = row[3:7] * np.array([w, h, w, h], dtype=np.float32)
+            box = _grow(box, self.enlarge, self.square)
+            box = np.clip(box, 0, [w, h, w, h]).astype(np.float32)
+            if box[2] - box[0] < self.min_size or box[3] - box[1] < self.min_size:
+                continue
+            faces.append(Face(box=box, score=float(row[2])))
+            if len(faces) >= self.max_faces:
+                break
+        return faces
+
+
+def _grow(box: np.ndarray, enlarge: float, square: bool) -> np.ndarray:
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    bw, bh = box[2] - box[0], box[3] - box[1]
+    if square:
+        bw = bh = max(bw, bh)
+    bw, bh = bw * enlarge, bh * enlarge
+    return np.array([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], dtype=np.float32)
