@@ -132,3 +132,22 @@ def convert_torch(module, example_input, model_id: str, precision: str = "FP32",
     meta = {"model_id": model_id, "precision": precision, "source_format": "pytorch",
             "converter": f"edgegaze {__version__} / openvino {ov.get_version().split('-')[0]}"}
     return save_ir(model, model_id, precision, {**meta, **(provenance or {})})
+
+
+def prepare(model_id: str, precision: str = "FP32", log=print) -> Path:
+    """The IR of a zoo model, fetching and converting it first when that is possible.
+
+    FP32/FP16 and published precisions are made on demand (the mirror comes from EDGEGAZE_MIRROR
+    for OMZ files); optimized forms such as INT8 must be made by their command.
+    """
+    path = paths.ir_path(model_id, precision)
+    spec = zoo.get(model_id)
+    if precision not in spec.precisions:
+        from pipeline.runtime import ir_file
+
+        return ir_file(model_id, precision)  # exists, or a clear error naming the command
+    src_precision = precision if precision not in PRECISIONS else spec.source_precision
+    if not spec.is_cached(src_precision):
+        log(f"{model_id}: fetching")
+        zoo.fetch(spec, log=log)
+    return convert(spec, precision, log=lambda *_: None) if not path.exists() else path

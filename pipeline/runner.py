@@ -1,0 +1,188 @@
+"""The runner: frames in, one FaceResult per face per frame out.
+
+Per frame: find faces (detector, or last frame's landmarks when tracking), then per face
+landmarks -> head pose -> gaze -> eye state. Tracking works like MediaPipe's graph: a confident
+landmarks result gives next frame's face region and the detector is skipped; it runs again
+when no face is tracked, when a tracked face's landmark confidence drops (on that same frame),
+and every `redetect_every` frames to pick up new faces.
+
+Async mode pipelines across frames: the front half (faces + landmarks of frame t+1, which
+tracking makes sequential) runs while the back half (head pose, gaze, eye state of frame t)
+runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
+inference, so the two halves use both cores. Results come out in frame order, identical to
+sync mode.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from pipeline import convert, stages, zoo
+from pipeline.errors import EdgegazeError
+from pipeline.results import Face, FaceResult
+from pipeline.sources import Frame, open_source  # noqa: F401  (re-exported for apps)
+
+BACK_KINDS = ("head_pose", "gaze", "eye_state")
+
+
+@dataclass
+class FrameResult:
+    index: int
+    timestamp: float
+    shape: tuple[int, int]  # frame height, width
+    faces: list[FaceResult]
+    detector_ran: bool
+    ms: dict[str, float] = field(default_factory=dict)  # stage kind -> ms summed over faces
+    name: str = ""
+    image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    x0, y0 = np.maximum(a[:2], b[:2])
+    x1, y1 = np.minimum(a[2:], b[2:])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def _timed(ms: dict, kind: str, fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    ms[kind] = ms.get(kind, 0.0) + (time.perf_counter() - t) * 1e3
+    return out
+
+
+class Pipeline:
+    def __init__(self, detector, landmarks=None, head_pose=None, gaze=None, eye_state=None, *,
+                 max_faces: int = 1, tracking: bool = True, redetect_every: int = 30,
+                 min_landmark_score: float = 0.5, async_mode: bool = False, names: dict | None = None):
+        if max_faces < 1:
+            raise EdgegazeError("--max-faces must be at least 1")
+        self.detector, self.landmarks = detector, landmarks
+        self.back = {k: s for k, s in zip(BACK_KINDS, (head_pose, gaze, eye_state)) if s is not None}
+        self.max_faces, self.tracking, self.redetect_every = max_faces, tracking, redetect_every
+        self.min_landmark_score, self.async_mode = min_landmark_score, async_mode
+        self.names = names or {}  # stage kind -> implementation id, for reports
+        self.reset()
+
+    @classmethod
+    def from_set(cls, models: str = "mediapipe", precision: str = "FP32", device: str = "CPU", *,
+                 face: str | None = None, landmarks: str | None = None, head_pose: str | None = None,
+                 gaze: str | None = None, eye_state: str | None = None, hint: str = "LATENCY",
+                 threads: int | None = None, prepare: bool = True, **kw) -> "Pipeline":
+        """Build the pipeline of a zoo set; per-stage overrides mix sets ("none" drops a stage)."""
+        all_sets = zoo.sets()
+        if models not in all_sets:
+            raise EdgegazeError(f"unknown model set '{models}'; valid sets: {', '.join(all_sets)}")
+        chosen = dict(all_sets[models])
+        for kind, impl in (("face", face), ("landmarks", landmarks), ("head_pose", head_pose),
+                           ("gaze", gaze), ("eye_state", eye_state)):
+            if impl:
+                chosen[kind] = impl
+        chosen = {k: v for k, v in chosen.items() if k in zoo.STAGES and v and v != "none"}
+        if "face" not in chosen:
+            raise EdgegazeError("a pipeline needs a face detector (--face)")
+        for kind, impl in chosen.items():
+            stages.stage_class(impl)  # unknown ids fail here with the valid list
+            need = stages.NEEDS_LANDMARKS.get(impl)
+            if need and chosen.get("landmarks") != need:
+                raise EdgegazeError(f"--{kind.replace('_', '-')} {impl} needs --landmarks {need}")
+        if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
+            raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
+        built = {}
+        for kind, impl in chosen.items():
+            if prepare and impl not in stages.MODEL_FREE:
+                convert.prepare(impl, precision)
+            built[kind] = stages.build(impl, precision, device, hint=hint, threads=threads)
+        return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
+                   built.get("eye_state"), names=chosen, **kw)
+
+    def reset(self) -> None:
+        """Forget tracked faces (call between unrelated inputs)."""
+        self._tracked: list[Face] = []
+        self._since_detect = 0
+
+    # -- front half: faces and landmarks (sequential because tracking links frames) --------
+    def _detect(self, image: np.ndarray, keep: list[FaceResult], ms: dict) -> list[FaceResult]:
+        found = sorted(_timed(ms, "face", self.detector, image), key=lambda f: -f.score)
+        results = list(keep)
+        for face in found:
+            if len(results) >= self.max_faces:
+                break
+            if all(iou(face.box, r.face.box) < 0.3 for r in results):
+                results.append(self._with_landmarks(image, face, ms))
+        self._since_detect = 0
+        return [r for r in results if r is not None]
+
+    def _with_landmarks(self, image, face: Face, ms: dict) -> FaceResult | None:
+        result = FaceResult(face=face)
+        if self.landmarks is not None:
+            result.landmarks = _timed(result.ms, "landmarks", self.landmarks, image, result)
+            ms["landmarks"] = ms.get("landmarks", 0.0) + result.ms["landmarks"]
+            if face.tracked and result.landmarks.score < self.min_landmark_score:
+                return None  # the tracked region lost the face: the detector takes over
+        return result
+
+    def _front(self, image: np.ndarray, ms: dict) -> tuple[list[FaceResult], bool]:
+        results, lost = [], False
+        periodic = self._since_detect >= self.redetect_every
+        if self.tracking and self._tracked and not periodic:
+            for face in self._tracked:
+                r = self._with_landmarks(image, face, ms)
+                lost |= r is None
+                if r is not None and all(iou(r.face.box, o.face.box) < 0.5 for o in results):
+                    results.append(r)
+        ran = not results or lost or periodic or not self.tracking
+        if ran:
+            results = self._detect(image, results, ms)
+        self._since_detect += 1
+        self._tracked = []
+        if self.tracking and self.landmarks is not None:
+            for r in results:
+                nxt = self.landmarks.next_face(r.landmarks, image.shape)
+                if nxt is not None:
+                    self._tracked.append(nxt)
+        return results, ran
+
+    # -- back half: per-face stages that nothing later depends on ------------------------
+    def _back(self, image: np.ndarray, results: list[FaceResult], ms: dict) -> None:
+        for r in results:
+            for kind, stage in self.back.items():
+                value = _timed(r.ms, kind, stage, image, r)
+                setattr(r, kind, value)
+                ms[kind] = ms.get(kind, 0.0) + r.ms[kind]
+
+    def _finish(self, frame: Frame, results, ran, ms) -> FrameResult:
+        self._back(frame.image, results, ms)
+        return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image)
+
+    def step(self, frame: Frame) -> FrameResult:
+        """One frame, synchronously."""
+        ms: dict[str, float] = {}
+        results, ran = self._front(frame.image, ms)
+        return self._finish(frame, results, ran, ms)
+
+    def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0) -> FrameResult:
+        return self.step(Frame(index, timestamp, image))
+
+    def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:
+        """Results in frame order; async mode overlaps frame t's back half with t+1's front."""
+        if not self.async_mode:
+            yield from map(self.step, frames)
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgegaze-back") as pool:
+            pending = None
+            for frame in frames:
+                ms: dict[str, float] = {}
+                results, ran = self._front(frame.image, ms)
+                future = pool.submit(self._finish, frame, results, ran, ms)
+                if pending is not None:
+                    yield pending.result()
+                pending = future
+            if pending is not None:
+                yield pending.result()

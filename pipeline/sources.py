@@ -1,0 +1,154 @@
+"""Frame sources: a webcam index, a video file, an image or a folder of images.
+
+Every frame comes out as 3-channel uint8 BGR whatever the file held (grayscale, BGRA, 16-bit).
+A bad source is a one-line EdgegazeError before the first frame; a camera that disappears or a
+video that breaks mid-way ends the stream cleanly.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import cv2
+import numpy as np
+
+from pipeline.errors import EdgegazeError
+
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
+
+
+@dataclass
+class Frame:
+    index: int
+    timestamp: float  # seconds: media time for videos, wall time since start for cameras
+    image: np.ndarray  # HxWx3 uint8 BGR
+    name: str = ""  # file name for image sources
+
+
+def to_bgr(image: np.ndarray) -> np.ndarray:
+    if image.dtype != np.uint8:
+        image = cv2.convertScaleAbs(image, alpha=255.0 / max(float(image.max()), 1.0))
+    if image.ndim == 2 or image.shape[2] == 1:
+        return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    if image.shape[2] == 4:
+        return cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
+    return image
+
+
+class Source:
+    """Iterate frames; `len()` is known for videos and image folders (None for cameras)."""
+
+    def __init__(self, src: str | int | Path, max_frames: int | None = None, flip: bool = False):
+        self.src, self.max_frames, self.flip = src, max_frames, flip
+        self.fps = 30.0
+        self.length: int | None = None
+        self._cap = None
+        self._images: list[Path] = []
+        text = str(src)
+        if text.isdigit():
+            self.kind = "camera"
+            self._cap = cv2.VideoCapture(int(text))
+            if not self._cap.isOpened():
+                raise EdgegazeError(f"cannot open camera {text}; check it is connected, or pass a video file or image folder")
+            return
+        path = Path(text).expanduser()
+        if not path.exists():
+            raise EdgegazeError(f"input not found: {path}")
+        if path.is_dir():
+            self.kind = "images"
+            self._images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+            if not self._images:
+                raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}")
+            self.length = len(self._images)
+        elif path.suffix.lower() in IMAGE_EXTENSIONS:
+            self.kind = "images"
+            self._images = [path]
+            self.length = 1
+            if cv2.imread(str(path), cv2.IMREAD_UNCHANGED) is None:
+                raise EdgegazeError(f"cannot read image {path}: not an image or corrupt")
+        else:
+            self.kind = "video"
+            self._cap = cv2.VideoCapture(str(path))
+            ok = self._cap.isOpened() and self._cap.grab()
+            if not ok:
+                raise EdgegazeError(f"cannot decode video {path}: not a video or corrupt")
+            self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            self.fps = self._cap.get(cv2.CAP_PROP_FPS) or 30.0
+            count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
+            self.length = count if count > 0 else None
+        if self.length is not None and max_frames:
+            self.length = min(self.length, max_frames)
+
+    def __len__(self) -> int:
+        return self.length or 0
+
+    def _raw(self) -> Iterator[Frame]:
+        if self._images:
+            for i, path in enumerate(self._images):
+                image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+                if image is None or image.size == 0:
+                    continue  # one unreadable file in a folder is skipped, not fatal
+                yield Frame(i, 0.0, to_bgr(image), path.name)
+            return
+        start, i = time.monotonic(), 0
+        while True:
+            ok, image = self._cap.read()
+            if not ok or image is None:
+                return  # end of video, or the camera went away
+            ts = time.monotonic() - start if self.kind == "camera" else i / self.fps
+            yield Frame(i, ts, to_bgr(image))
+            i += 1
+
+    def __iter__(self) -> Iterator[Frame]:
+        try:
+            for n, frame in enumerate(self._raw()):
+                if self.max_frames is not None and n >= self.max_frames:
+                    return
+                if self.flip:
+                    frame.image = cv2.flip(frame.image, 1)
+                yield frame
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+
+
+def prefetch(frames, depth: int = 4) -> Iterator[Frame]:
+    """Decode in a background thread so decoding overlaps inference (OpenCV releases the GIL)."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def work():
+        try:
+            for frame in frames:
+                while not stop.is_set():
+                    try:
+                        q.put(frame, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        finally:
+            if not stop.is_set():
+                q.put(done)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not done:
+            yield item
+    finally:
+        stop.set()
+
+
+def open_source(src: str | int | Path, max_frames: int | None = None, flip: bool = False) -> Source:
+    return Source(src, max_frames=max_frames, flip=flip)
