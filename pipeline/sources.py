@@ -121,30 +121,35 @@ class Source:
 
 
 def prefetch(frames, depth: int = 4) -> Iterator[Frame]:
-    """Decode in a background thread so decoding overlaps inference (OpenCV releases the GIL)."""
+    """Decode in a background thread so decoding overlaps inference (OpenCV releases the GIL).
+    An exception raised by the source (even KeyboardInterrupt) is re-raised to the consumer."""
     q: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
     stop = threading.Event()
 
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def work():
         try:
             for frame in frames:
-                while not stop.is_set():
-                    try:
-                        q.put(frame, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not put(frame):
                     return
-        finally:
-            if not stop.is_set():
-                q.put(done)
+            put(done)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer thread
+            put(e)
 
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
+    threading.Thread(target=work, daemon=True).start()
     try:
         while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
             yield item
     finally:
         stop.set()
