@@ -6,7 +6,8 @@ Conventions (written once, also in the README):
 - Head pose follows OpenVINO's head-pose-estimation-adas-0001 outputs; every head-pose stage maps
   to the same signs (see README "Conventions").
 - The gaze vector is a unit vector in the camera frame: x to the image right, y up, z from the
-  eyes toward the camera (OMZ gaze-estimation-adas-0002's frame). Looking straight into the lens
+  eyes toward the camera (OMZ gaze-estimation-adas-0002's x and y; its raw z points away from the
+  camera, so omz_gaze negates it). Looking straight into the lens
   is (0, 0, 1). Gaze yaw = atan2(x, z), pitch = asin(y).
 """
 

@@ -74,7 +74,8 @@ def box_from_points(p: np.ndarray, min_eye_distance: float = 4.0) -> np.ndarray 
         return None
     # Points in the wrong arrangement (mouth above the eyes in the face's own frame) = lost face.
     x_axis = (p[1] - p[0]) / eye_dist
-    if np.cross(x_axis, mouth - eyes) <= 0:
+    down = mouth - eyes
+    if x_axis[0] * down[1] - x_axis[1] * down[0] <= 0:
         return None
     width = max(_W_PER_EYE * eye_dist, _W_PER_EYE_MOUTH * eye_mouth)
     height = _H_PER_W * width

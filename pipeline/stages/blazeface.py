@@ -1,0 +1,135 @@
+"""BlazeFace face detector (MediaPipe short range 128x128 / full range 192x192).
+
+The frame is letterboxed to the square input (aspect ratio kept, black bars), the SSD outputs
+are decoded against MediaPipe's anchors, scored with a clipped sigmoid and merged with
+MediaPipe's weighted NMS, then mapped back to frame pixels.
+
+Keypoints (6, 2), MediaPipe order: 0 subject's right eye (image left on a frontal face),
+1 subject's left eye, 2 nose tip, 3 mouth centre, 4 right ear tragion, 5 left ear tragion.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import openvino as ov
+
+from pipeline.errors import EdgegazeError
+from pipeline.results import Face
+from pipeline.stages.base import Detector
+
+# SSD anchor options per input size, from MediaPipe's face_detection_{short,full}_range_common.pbtxt.
+_SSD = {
+    128: {"strides": (8, 16, 16, 16), "interpolated_scale_aspect_ratio": 1.0},
+    192: {"strides": (4,), "interpolated_scale_aspect_ratio": 0.0},
+}
+# MediaPipe clips logits at 100; exp(100) overflows float32, 80 does not and the sigmoid is 1 anyway.
+_LOGIT_CLIP = 80.0
+
+
+def ssd_anchors(size: int, strides: tuple[int, ...], interpolated_scale_aspect_ratio: float) -> np.ndarray:
+    """Anchor centres (N, 2), normalised, as MediaPipe's ssd_anchors_calculator with
+    fixed_anchor_size: consecutive layers with the same stride share one grid, and every layer
+    adds one anchor per aspect ratio (1.0) plus one interpolated-scale anchor when enabled."""
+    per_layer = 2 if interpolated_scale_aspect_ratio == 1.0 else 1
+    anchors, i = [], 0
+    while i < len(strides):
+        j = i
+        while j < len(strides) and strides[j] == strides[i]:
+            j += 1
+        n = size // strides[i]
+        c = (np.arange(n, dtype=np.float32) + 0.5) / n
+        yy, xx = np.meshgrid(c, c, indexing="ij")
+        grid = np.stack([xx.ravel(), yy.ravel()], axis=1)
+        anchors.append(np.repeat(grid, per_layer * (j - i), axis=0))
+        i = j
+    return np.concatenate(anchors)
+
+
+def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of one [x0,y0,x1,y1] box against (N, 4) boxes."""
+    lt = np.maximum(box[:2], boxes[:, :2])
+    rb = np.minimum(box[2:], boxes[:, 2:])
+    inter = np.prod(np.clip(rb - lt, 0, None), axis=1)
+    area = np.prod(box[2:] - box[:2])
+    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
+    union = area + areas - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def weighted_nms(data: np.ndarray, scores: np.ndarray, min_iou: float, max_out: int) -> list[tuple[np.ndarray, float]]:
+    """MediaPipe's WEIGHTED non-maximum suppression: the best remaining detection absorbs every
+    detection overlapping it by more than min_iou, and its box and keypoints become the
+    score-weighted mean of that cluster; its score stays the best score.
+
+    data: (N, 16) = box [x0,y0,x1,y1] + 6 keypoints (x, y); scores: (N,), sorted or not.
+    """
+    order = np.argsort(-scores)
+    data, scores = data[order], scores[order]
+    out = []
+    while len(scores) and len(out) < max_out:
+        overlap = _iou(data[0, :4], data[:, :4]) > min_iou
+        overlap[0] = True
+        w = scores[overlap]
+        out.append(((data[overlap] * w[:, None]).sum(0) / w.sum(), float(scores[0])))
+        data, scores = data[~overlap], scores[~overlap]
+    return out
+
+
+class BlazeFace(Detector):
+    """MediaPipe BlazeFace; short or full range is read from the compiled model's input size."""
+
+    def __init__(
+        self,
+        compiled: ov.CompiledModel,
+        score_threshold: float = 0.5,
+        min_suppression_iou: float = 0.3,
+        max_faces: int = 10,
+    ):
+        super().__init__(compiled)
+        self.score_threshold = score_threshold  # minimum face probability
+        self.min_suppression_iou = min_suppression_iou  # IoU above which detections are merged
+        self.max_faces = max_faces  # at most this many faces per frame
+        self.size = int(compiled.inputs[0].get_shape()[1])  # NHWC, square
+        if self.size not in _SSD:
+            raise EdgegazeError(
+                f"BlazeFace needs a 128x128 or 192x192 BlazeFace model, got input {self.size}; "
+                "use face-detection-short-range or face-detection-full-range"
+            )
+        self.anchors = ssd_anchors(self.size, **_SSD[self.size])
+
+    def preprocess(self, frame: np.ndarray) -> tuple[np.ndarray, tuple[float, float, int, int]]:
+        """Letterbox the frame into the square input; context = (scale_x, scale_y, pad_x, pad_y)."""
+        h, w = frame.shape[:2]
+        scale = self.size / max(h, w)
+        nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
+        # INTER_AREA: a 1080p frame shrinks 15x; plain bilinear would alias away small faces.
+        small = cv2.resize(frame, (nw, nh), interpolation=cv2.INTER_AREA)
+        canvas = np.zeros((self.size, self.size, 3), np.uint8)
+        px, py = (self.size - nw) // 2, (self.size - nh) // 2
+        canvas[py : py + nh, px : px + nw] = small
+        return canvas[None], (nw / w, nh / h, px, py)
+
+    def postprocess(self, outputs: list[np.ndarray], context: tuple[float, float, int, int]) -> list[Face]:
+        raw, logits = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)  # [1,N,16], [1,N,1]
+        raw, logits = raw[0], logits[0, :, 0]
+        scores = 1.0 / (1.0 + np.exp(-np.clip(logits, -_LOGIT_CLIP, _LOGIT_CLIP)))
+        keep = scores > self.score_threshold
+        if not keep.any():
+            return []
+        raw, scores, anchors = raw[keep], scores[keep], self.anchors[keep] * self.size
+        # Regressors are in input pixels relative to the anchor centre: (cx, cy, w, h) + 6 (x, y).
+        pts = raw.reshape(-1, 8, 2)
+        centre = pts[:, 0] + anchors
+        half = pts[:, 1] / 2
+        kps = pts[:, 2:] + anchors[:, None]
+        data = np.concatenate([centre - half, centre + half, kps.reshape(-1, 12)], axis=1)
+        valid = (half > 0).all(axis=1)
+        merged = weighted_nms(data[valid], scores[valid], self.min_suppression_iou, self.max_faces)
+        sx, sy, px, py = context
+        offset, scale = np.tile([px, py], 8), np.tile([sx, sy], 8)
+        faces = []
+        for d, score in merged:
+            d = (d - offset) / scale
+            faces.append(Face(box=d[:4].copy(), score=score, keypoints=d[4:].reshape(6, 2).copy()))
+        return faces

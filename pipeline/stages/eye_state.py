@@ -1,0 +1,58 @@
+"""OMZ open-closed-eye-0001: is each eye open? One 32x32 patch per eye, two inferences.
+
+Output [1, 2, 1, 1] is a softmax over (closed, open): index 1 is "open", as in OMZ's gaze demo
+(open when out[0] < out[1]) and checked on blinks in webcam_640x480.mp4. Patches are cut like the
+gaze stage's (1.8x the eye width around the landmark eye centre) and levelled by the head roll,
+or by the eye line when there is no head pose yet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+
+from pipeline.results import EyeState, FaceResult
+from pipeline.stages.base import FaceStage
+from pipeline.stages.omz_gaze import eye_patch, eye_sides
+
+
+class OpenClosedEye(FaceStage):
+    kind = "eye_state"
+
+    def __init__(
+        self,
+        compiled: ov.CompiledModel,
+        threshold: float = 0.5,
+        eye_scale: float = 1.8,
+        eye_width_per_iod: float = 0.45,
+    ):
+        """threshold: open probability above which an eye counts as open; eye_scale,
+        eye_width_per_iod: patch size as in OMZGaze."""
+        super().__init__(compiled)
+        self.threshold = float(threshold)
+        self.eye_scale = float(eye_scale)
+        self.eye_width_per_iod = float(eye_width_per_iod)
+        _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
+
+    def preprocess(self, frame: np.ndarray, result: FaceResult):
+        """Both eye patches (subject's right, left), levelled; no context."""
+        lm = result.landmarks
+        if lm is None:
+            raise ValueError("OpenClosedEye needs landmarks in the FaceResult")
+        if result.head_pose is not None:
+            roll = result.head_pose.roll
+        else:
+            d = np.asarray(lm.left_eye[:2], np.float64) - np.asarray(lm.right_eye[:2], np.float64)
+            roll = float(np.degrees(np.arctan2(d[1], d[0])))
+        sides = eye_sides(lm, self.eye_scale, self.eye_width_per_iod)
+        size = (self.in_w, self.in_h)
+        patches = [eye_patch(frame, eye, side, roll, size) for eye, side in zip((lm.right_eye, lm.left_eye), sides)]
+        return patches, None
+
+    def infer(self, inputs) -> list[np.ndarray]:
+        """One inference per eye; returns [right_probs, left_probs]."""
+        return [super(OpenClosedEye, self).infer(p[None])[0].reshape(-1) for p in inputs]
+
+    def postprocess(self, outputs, context) -> EyeState:
+        right, left = (float(o[1]) for o in outputs)
+        return EyeState(right_open=right > self.threshold, left_open=left > self.threshold, right_prob=right, left_prob=left)

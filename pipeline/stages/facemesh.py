@@ -1,0 +1,120 @@
+"""MediaPipe FaceMesh: 468 3D landmarks on a rotation-aligned face crop, with tracking.
+
+The region of interest (ROI) is a rotated square, as in MediaPipe's face landmark graph:
+- from a detection: centre of the box, side = longest box side x roi_scale, rotated so the
+  line from the right-eye keypoint to the left-eye keypoint is horizontal;
+- from last frame's mesh (tracking, `next_face`): centre of the landmarks' bounding box, side =
+  its longest side x roi_scale, rotated so the line between the outer eye corners (33 -> 263) is
+  horizontal (MediaPipe's face_landmark_landmarks_to_roi).
+The crop is one cv2.warpAffine to 192x192; the inverse affine maps points back to the frame.
+
+A tracked Face carries its ROI in `keypoints`, shape (2, 2) in frame pixels:
+keypoints[0] is the ROI centre and keypoints[1] is the midpoint of the ROI's right edge (the
+crop's +x direction), so the vector between them gives both the rotation and half the side.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import openvino as ov
+
+from pipeline.results import Face, FaceResult, Landmarks
+from pipeline.stages.base import FaceStage
+
+# Mesh indices (MediaPipe topology). "Right" = the subject's right = image left on a frontal face.
+RIGHT_EYE_CORNERS = (33, 133)  # outer, inner
+LEFT_EYE_CORNERS = (263, 362)  # outer, inner
+RIGHT_EYE_CONTOUR = (33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173)
+LEFT_EYE_CONTOUR = (263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398)
+
+
+def roi_affine(centre: np.ndarray, side: float, angle: float, size: int) -> np.ndarray:
+    """2x3 affine from crop coordinates (continuous, 0..size) to frame coordinates (continuous)."""
+    c, s = np.cos(angle), np.sin(angle)
+    k = side / size
+    a = k * np.array([[c, -s], [s, c]])
+    t = np.asarray(centre, np.float64) - a @ np.array([size / 2, size / 2])
+    return np.hstack([a, t[:, None]])
+
+
+def warp(frame: np.ndarray, crop_to_frame: np.ndarray, size: int) -> np.ndarray:
+    """Sample the crop; pixel i of either image covers [i, i+1), hence the half-pixel shifts."""
+    a, t = crop_to_frame[:, :2], crop_to_frame[:, 2]
+    m = np.hstack([a, (t + a @ [0.5, 0.5] - 0.5)[:, None]])
+    return cv2.warpAffine(
+        frame, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE
+    )
+
+
+def apply(crop_to_frame: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Map (..., 2+) crop points to frame pixels (x, y only)."""
+    return points[..., :2] @ crop_to_frame[:, :2].T + crop_to_frame[:, 2]
+
+
+def _angle(p0: np.ndarray, p1: np.ndarray) -> float:
+    d = np.asarray(p1, np.float64) - np.asarray(p0, np.float64)
+    return float(np.arctan2(d[1], d[0]))
+
+
+class FaceMesh(FaceStage):
+    """FaceMesh 468-point landmarks; tracks the face from frame to frame through `next_face`."""
+
+    kind = "landmarks"
+
+    def __init__(self, compiled: ov.CompiledModel, roi_scale: float = 1.5, presence_threshold: float = 0.5):
+        super().__init__(compiled)
+        self.roi_scale = roi_scale  # ROI side / face (or landmark) box side, MediaPipe uses 1.5
+        self.presence_threshold = presence_threshold  # below this face-presence score, tracking stops
+        self.size = int(compiled.inputs[0].get_shape()[1])
+
+    def roi(self, face: Face) -> tuple[np.ndarray, float, float]:
+        """(centre, side, angle) of the rotated square ROI for a detector or tracked face."""
+        kp = face.keypoints
+        if face.tracked and kp is not None and kp.shape == (2, 2):
+            d = kp[1] - kp[0]
+            return kp[0].astype(np.float64), 2.0 * float(np.hypot(*d)), float(np.arctan2(d[1], d[0]))
+        x0, y0, x1, y1 = np.asarray(face.box, np.float64)
+        centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2])
+        # Detector keypoints 0 and 1 are the right and left eye; a face without them stays upright.
+        angle = _angle(kp[0], kp[1]) if kp is not None and len(kp) >= 2 else 0.0
+        return centre, max(x1 - x0, y1 - y0) * self.roi_scale, angle
+
+    def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
+        """Warp the rotated ROI to the model input; context = the crop -> frame affine."""
+        m = roi_affine(*self.roi(result.face), self.size)
+        return warp(frame, m, self.size)[None], m
+
+    def postprocess(self, outputs: list[np.ndarray], context: np.ndarray) -> Landmarks:
+        mesh, presence = sorted(outputs, key=np.size, reverse=True)
+        pts = mesh.reshape(-1, 3).astype(np.float64)
+        xy = apply(context, pts)
+        z = pts[:, 2:] * np.sqrt(abs(np.linalg.det(context[:, :2])))  # same pixel scale as x and y
+        points = np.hstack([xy, z])
+        score = float(1.0 / (1.0 + np.exp(-float(presence.ravel()[0]))))
+        corners = np.stack([xy[list(RIGHT_EYE_CORNERS)], xy[list(LEFT_EYE_CORNERS)]])
+        return Landmarks(
+            points=points,
+            score=score,
+            right_eye=xy[list(RIGHT_EYE_CONTOUR)].mean(0),
+            left_eye=xy[list(LEFT_EYE_CONTOUR)].mean(0),
+            eye_corners=corners,
+        )
+
+    def next_face(self, landmarks: Landmarks, frame_shape: tuple[int, ...]) -> Face | None:
+        """The rotated ROI for the next frame from this mesh, or None when the face is lost
+        (presence below the threshold, or the ROI centre left the frame)."""
+        if landmarks is None or landmarks.score < self.presence_threshold:
+            return None
+        xy = landmarks.points[:, :2]
+        lo, hi = xy.min(0), xy.max(0)
+        centre = (lo + hi) / 2
+        h, w = frame_shape[:2]
+        if not (0 <= centre[0] < w and 0 <= centre[1] < h):
+            return None
+        half = max(hi - lo) * self.roi_scale / 2
+        angle = _angle(xy[RIGHT_EYE_CORNERS[0]], xy[LEFT_EYE_CORNERS[0]])
+        edge = centre + half * np.array([np.cos(angle), np.sin(angle)])
+        return Face(
+            box=np.concatenate([lo, hi]), score=landmarks.score, keypoints=np.stack([centre, edge]), tracked=True
+        )

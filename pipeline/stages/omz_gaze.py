@@ -1,0 +1,90 @@
+"""OMZ gaze-estimation-adas-0002: two 60x60 eye patches plus head-pose angles -> gaze vector.
+
+Inputs, by position (names differ between IRs): 0 left_eye_image, 1 right_eye_image,
+2 head_pose_angles [yaw, pitch, roll]. "Left" is the IMAGE left, as in OMZ's gaze demo (its
+98-point landmark path feeds WFLW points 60/64, the eye on the image left, as left_eye_image):
+so input 0 gets the subject's right eye (Landmarks.right_eye) for an ordinary camera image.
+
+Eye patches are square, centred on the landmark eye centres, 1.8x the eye width (the demo's
+scale on the eye-corner distance); without eye corners the eye width is taken as 0.45x the
+inter-ocular distance (the adult average). Roll alignment as in OpenVINO's demo: each patch is
+rotated by the head roll (counter-clockwise in the image for roll > 0, which levels the eyes,
+see omz_head_pose), the model gets roll 0, and the output (x, y) is rotated back by the roll.
+
+Output frame, measured on udacity_demo_1080p.mp4: x to the image right (head turned to the image
+right -> x > 0; the demo draws (x, -y) in image pixels), y up (head down -> y < 0), but z points
+AWAY from the camera (a face looking at the lens gives z ~ -1, not +1 as the model card's text
+suggests). The stage negates z, giving the project's frame: x right, y up, z toward the camera.
+Only Landmarks.right_eye/left_eye (+ eye_corners if any) and a HeadPose are needed, so any
+landmark stage can feed it.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import openvino as ov
+
+from pipeline.results import FaceResult, Gaze, Landmarks
+
+from pipeline.stages.base import FaceStage
+
+
+class OMZGaze(FaceStage):
+    kind = "gaze"
+
+    def __init__(
+        self,
+        compiled: ov.CompiledModel,
+        eye_scale: float = 1.8,
+        eye_width_per_iod: float = 0.45,
+        roll_align: bool = True,
+    ):
+        """eye_scale: patch side / eye width; eye_width_per_iod: eye width / eye distance when the
+        landmarks have no eye corners; roll_align: rotate patches by the head roll (OMZ demo)."""
+        super().__init__(compiled)
+        self.eye_scale = float(eye_scale)
+        self.eye_width_per_iod = float(eye_width_per_iod)
+        self.roll_align = bool(roll_align)
+        _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
+
+    def preprocess(self, frame: np.ndarray, result: FaceResult):
+        """Two roll-aligned eye patches (image-left eye first) and the angles; context = roll, eyes."""
+        lm, hp = result.landmarks, result.head_pose
+        if lm is None or hp is None:
+            raise ValueError("OMZGaze needs landmarks and head pose in the FaceResult")
+        roll = hp.roll if self.roll_align else 0.0
+        sides = eye_sides(lm, self.eye_scale, self.eye_width_per_iod)
+        size = (self.in_w, self.in_h)
+        right = eye_patch(frame, lm.right_eye, sides[0], roll, size)
+        left = eye_patch(frame, lm.left_eye, sides[1], roll, size)
+        angles = np.array([[hp.yaw, hp.pitch, hp.roll - roll]], np.float32)
+        return {0: right[None], 1: left[None], 2: angles}, (roll, lm.right_eye, lm.left_eye)
+
+    def postprocess(self, outputs, context) -> Gaze:
+        roll, right_eye, left_eye = context
+        v = outputs[0].reshape(3).astype(np.float64)
+        v /= np.linalg.norm(v) + 1e-12
+        c, s = np.cos(np.radians(roll)), np.sin(np.radians(roll))
+        # Un-rotate the roll alignment; negate z, which the model points away from the camera.
+        v = np.array([v[0] * c + v[1] * s, -v[0] * s + v[1] * c, -v[2]])
+        return Gaze.from_vector(v, right_iris=np.asarray(right_eye, np.float32), left_iris=np.asarray(left_eye, np.float32))
+
+
+def eye_sides(lm: Landmarks, scale: float, width_per_iod: float) -> tuple[float, float]:
+    """Patch side (pixels) for the subject's right and left eye."""
+    if lm.eye_corners is not None:
+        widths = [float(np.linalg.norm(c[0, :2] - c[1, :2])) for c in np.asarray(lm.eye_corners)]
+    else:
+        iod = float(np.linalg.norm(np.asarray(lm.left_eye[:2]) - np.asarray(lm.right_eye[:2])))
+        widths = [width_per_iod * iod] * 2
+    return scale * max(widths[0], 1.0), scale * max(widths[1], 1.0)
+
+
+def eye_patch(frame: np.ndarray, centre, side: float, roll: float, size: tuple[int, int]) -> np.ndarray:
+    """A size[0]xsize[1] patch of side `side` px around `centre`, rotated by `roll` degrees
+    (counter-clockwise in the image for roll > 0), in one warp; borders replicated as in the demo."""
+    cx, cy = float(centre[0]), float(centre[1])
+    m = cv2.getRotationMatrix2D((cx, cy), roll, size[0] / side)
+    m[:, 2] += (size[0] / 2 - cx, size[1] / 2 - cy)
+    return cv2.warpAffine(frame, m, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)

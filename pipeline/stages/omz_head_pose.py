@@ -1,0 +1,47 @@
+"""OMZ head-pose-estimation-adas-0001 on a 60x60 crop of the face box: THE project convention.
+
+Outputs angle_y_fc, angle_p_fc, angle_r_fc (degrees, found by name: their order differs between
+IRs). Signs, measured on udacity_demo_1080p.mp4 (and the same as OMZ's own axis drawing), for an
+ordinary (non-mirrored) camera image:
+
+- yaw > 0: the face turns toward the image right (the nose tip moves right of the eye midpoint),
+  i.e. the subject turns to their own left.
+- pitch > 0: the head tilts down (chin toward the chest; nose tip drops toward the mouth).
+- roll > 0: the face rotates clockwise in the image (the eye on the image right is lower),
+  i.e. the head leans toward the subject's left shoulder.
+
+Mirroring the image flips yaw and roll and keeps pitch. Every other head-pose stage maps to these
+signs (results.HeadPose).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import openvino as ov
+
+from pipeline.results import FaceResult, HeadPose
+from pipeline.stages.base import FaceStage
+from pipeline.stages.omz_landmarks import crop_box
+
+
+class OMZHeadPose(FaceStage):
+    kind = "head_pose"
+
+    def __init__(self, compiled: ov.CompiledModel, crop_scale: float = 1.0):
+        """crop_scale: grow the face box about its centre before cropping (1.0 = detector box)."""
+        super().__init__(compiled)
+        self.crop_scale = float(crop_scale)
+        _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
+        names = [o.get_names() for o in compiled.outputs]
+        self.index = {k: next(i for i, n in enumerate(names) if f"angle_{k}_fc" in n) for k in "ypr"}
+
+    def preprocess(self, frame: np.ndarray, result: FaceResult):
+        """Crop the face box (clipped to the frame) and resize to 60x60."""
+        x0, y0, x1, y1 = crop_box(result.face.box, self.crop_scale, frame.shape)
+        crop = cv2.resize(frame[y0:y1, x0:x1], (self.in_w, self.in_h), interpolation=cv2.INTER_AREA)
+        return crop[None], None
+
+    def postprocess(self, outputs, context) -> HeadPose:
+        yaw, pitch, roll = (float(outputs[self.index[k]].ravel()[0]) for k in "ypr")
+        return HeadPose(yaw=yaw, pitch=pitch, roll=roll)

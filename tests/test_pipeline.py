@@ -1,0 +1,159 @@
+"""The whole pipeline on real video: both model sets, mirrored input, tracking, async, outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import cv2
+import jsonschema
+import numpy as np
+import pytest
+
+from conftest import read_frames, shared_path
+from pipeline.outputs import SCHEMA_PATH, frame_record, run_to_outputs
+from pipeline.runner import Pipeline, iou
+from pipeline.sources import Frame, open_source
+
+DEMO = "video/udacity_demo_1080p.mp4"
+
+
+def _summary(fr):
+    if not fr.faces:
+        return None
+    r = fr.faces[0]
+    return dict(box=r.face.box.copy(), yaw=r.head_pose.yaw, roll=r.head_pose.roll, pitch=r.head_pose.pitch,
+                gx=r.gaze.vector[0])
+
+
+@pytest.fixture(scope="module")
+def demo_runs(zoo_ready):
+    """One decode pass over the demo video feeding five pipelines: both sets on the frames and on
+    their mirror images, and the default set with tracking off."""
+    runs = {
+        "mediapipe": Pipeline.from_set("mediapipe"),
+        "mediapipe-mirror": Pipeline.from_set("mediapipe"),
+        "omz": Pipeline.from_set("omz"),
+        "omz-mirror": Pipeline.from_set("omz"),
+        "mediapipe-no-tracking": Pipeline.from_set("mediapipe", tracking=False),
+    }
+    out = {name: [] for name in runs}
+    detector = {name: 0 for name in runs}
+    for frame in open_source(shared_path(DEMO)):
+        mirrored = cv2.flip(frame.image, 1)
+        for name, pipe in runs.items():
+            fr = pipe.process(mirrored if name.endswith("mirror") else frame.image, frame.index)
+            out[name].append(_summary(fr))
+            detector[name] += fr.detector_ran
+    return out, detector
+
+
+def _found(rows):
+    return sum(r is not None for r in rows) / len(rows)
+
+
+def _paired(a, b, key):
+    pairs = [(x[key], y[key]) for x, y in zip(a, b) if x is not None and y is not None]
+    return np.array(pairs, float)
+
+
+@pytest.mark.parametrize("models", ["mediapipe", "omz"])
+def test_face_found_in_98_percent_of_demo_frames(demo_runs, models):
+    rows, _ = demo_runs
+    assert _found(rows[models]) >= 0.98
+
+
+def test_both_sets_put_the_face_in_the_same_place(demo_runs):
+    rows, _ = demo_runs
+    boxes = _paired(rows["mediapipe"], rows["omz"], "box")
+    overlaps = [iou(a, b) for a, b in boxes]
+    assert np.median(overlaps) >= 0.5 and np.mean(np.array(overlaps) >= 0.5) >= 0.9
+
+
+@pytest.mark.parametrize("models", ["mediapipe", "omz"])
+@pytest.mark.parametrize("key", ["yaw", "roll", "gx"])
+def test_mirrored_video_flips_yaw_roll_and_gaze_x(demo_runs, models, key):
+    rows, _ = demo_runs
+    pairs = _paired(rows[models], rows[f"{models}-mirror"], key)
+    assert len(pairs) > 500
+    assert np.corrcoef(pairs[:, 0], pairs[:, 1])[0, 1] <= -0.9
+
+
+def test_the_two_sets_agree_on_head_yaw(demo_runs):
+    rows, _ = demo_runs
+    pairs = _paired(rows["mediapipe"], rows["omz"], "yaw")
+    assert np.corrcoef(pairs[:, 0], pairs[:, 1])[0, 1] >= 0.9
+
+
+def test_tracking_skips_the_detector_at_the_same_found_rate(demo_runs):
+    rows, detector = demo_runs
+    n = len(rows["mediapipe"])
+    assert detector["mediapipe-no-tracking"] == n
+    assert detector["mediapipe"] < n / 5
+    assert _found(rows["mediapipe"]) >= _found(rows["mediapipe-no-tracking"]) - 0.01
+
+
+@pytest.mark.parametrize("models", ["mediapipe", "omz"])
+def test_several_faces_in_the_multi_face_video(zoo_ready, models):
+    pipe = Pipeline.from_set(models, max_faces=6)
+    counts = [len(pipe.process(f).faces) for f in read_frames("video/stock_multi_face_720p.mp4", range(0, 60, 6))]
+    assert max(counts) >= 2
+
+
+def test_async_gives_the_same_results_as_sync(zoo_ready):
+    frames = [Frame(i, i / 30, img) for i, img in enumerate(read_frames(DEMO, range(40)))]
+    sync = [frame_record(fr) for fr in Pipeline.from_set("mediapipe").run(frames)]
+    asyn = [frame_record(fr) for fr in Pipeline.from_set("mediapipe", async_mode=True).run(frames)]
+    strip = lambda recs: [{**r, "ms": None, "faces": [{**f, "ms": None} for f in r["faces"]]} for r in recs]
+    assert strip(sync) == strip(asyn)
+
+
+@pytest.mark.parametrize("models", ["mediapipe", "omz"])
+def test_no_face_and_face_cut_by_the_edge(zoo_ready, models):
+    pipe = Pipeline.from_set(models, tracking=False)
+    frame = read_frames(DEMO, [0])[0]
+    assert pipe.process(frame[:300, :400]).faces == []  # plain wall
+    assert pipe.process(np.zeros((1, 1, 3), np.uint8)).faces == []
+    # the right half of the face hangs off the left edge of the frame
+    cut = frame[:, 900:]
+    result = pipe.process(cut)
+    for r in result.faces:
+        assert np.isfinite(r.head_pose.yaw) and np.isfinite(r.gaze.vector).all()
+
+
+def test_jsonl_validates_and_interrupt_keeps_every_finished_frame(zoo_ready, tmp_path):
+    schema = json.loads(SCHEMA_PATH.read_text())
+
+    class Interrupted:
+        """A source whose user presses Ctrl-C after 12 frames."""
+        fps, frames = 30.0, read_frames(DEMO, range(12))
+
+        def __len__(self):
+            return 0
+
+        def __iter__(self):
+            for i, img in enumerate(self.frames):
+                yield Frame(i, i / 30, img)
+            raise KeyboardInterrupt
+
+    out, video = tmp_path / "f.jsonl", tmp_path / "a.mp4"
+    summary = run_to_outputs(Pipeline.from_set("mediapipe"), Interrupted(), str(out), str(video), progress=False)
+    assert summary.interrupted
+    lines = out.read_text().splitlines()
+    assert 10 <= len(lines) <= 12
+    for line in lines:
+        jsonschema.validate(json.loads(line), schema)
+    cap = cv2.VideoCapture(str(video))
+    assert cap.isOpened() and int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == len(lines)
+
+
+def test_cli_run_writes_video_and_jsonl(zoo_ready, tmp_path):
+    out, video = tmp_path / "out.jsonl", tmp_path / "out.mp4"
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--input", str(shared_path(DEMO)),
+                           "--max-frames", "15", "--json", str(out), "--output", str(video), "--models", "omz"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 15 and all(len(r["faces"]) == 1 for r in records)
+    assert video.stat().st_size > 10_000
