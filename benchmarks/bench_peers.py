@@ -1,0 +1,108 @@
+"""Peer comparison on the same frames, decode excluded, in one interleaved run.
+
+(a) MediaPipe's own legacy FaceMesh with iris (mediapipe==0.10.14, refine_landmarks=True,
+    tracking mode), in a separate virtual environment this script creates (.venv-peers/);
+(b) a Udacity-style pipeline: the OMZ models at FP32 / FP16, one blocking request per model per
+    frame, detector on every frame, no eye-state model;
+(c) edgegaze's best configuration of each set (tracking, async).
+Blocks of frames go to each contender in turn, so machine noise hits them alike; ratios are
+against (a).
+
+    python benchmarks/bench_peers.py [--video V] [--frames 300] [--out results/]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from _common import machine, markdown_table, write_results  # noqa: E402
+from pipeline.runner import Pipeline  # noqa: E402
+from pipeline.sources import open_source  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+PEER_VENV = HERE.parent / ".venv-peers"
+
+CONTENDERS = {
+    "udacity-style omz FP32": dict(models="omz", precision="FP32", tracking=False, eye_state="none"),
+    "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none"),
+    "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
+    "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True),
+}
+
+
+def peer_python() -> Path:
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"creating {PEER_VENV} with mediapipe==0.10.14 (once)")
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "mediapipe==0.10.14", "numpy<2",
+                        "opencv-python-headless<4.11"], check=True)
+    return python
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--video", default=str(HERE.parents[1] / "shared/data/video/udacity_demo_1080p.mp4"))
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--block", type=int, default=50)
+    ap.add_argument("--out", default="results")
+    args = ap.parse_args()
+
+    worker = subprocess.Popen([str(peer_python()), str(HERE / "peers" / "mediapipe_worker.py"), args.video,
+                               str(args.frames)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hello = json.loads(worker.stdout.readline())
+    frames = list(open_source(args.video, max_frames=args.frames))
+    pipes = {n: Pipeline.from_set(**kw) for n, kw in CONTENDERS.items()}
+    for p in pipes.values():
+        list(p.run(frames[:5]))
+        p.reset()
+    name_a = f"mediapipe {hello['mediapipe']} FaceMesh+iris"
+    seconds = {name_a: 0.0, **{n: 0.0 for n in pipes}}
+    found = {n: 0 for n in seconds}
+    for start in range(0, len(frames), args.block):
+        end = min(start + args.block, len(frames))
+        worker.stdin.write(f"block {start} {end}\n")
+        worker.stdin.flush()
+        reply = json.loads(worker.stdout.readline())
+        seconds[name_a] += reply["seconds"]
+        found[name_a] += reply["found"]
+        for n, p in pipes.items():
+            t = time.perf_counter()
+            found[n] += sum(bool(fr.faces) for fr in p.run(frames[start:end]))
+            seconds[n] += time.perf_counter() - t
+    worker.stdin.write("quit\n")
+    worker.stdin.flush()
+    worker.wait(timeout=30)
+
+    n = len(frames)
+    base = n / seconds[name_a]
+    rows = [{"contender": k, "fps": n / s, "ratio_vs_mediapipe": (n / s) / base, "face_found": f"{found[k]}/{n}"}
+            for k, s in seconds.items()]
+    for r in rows:
+        print(f"{r['contender']}: {r['fps']:.1f} fps ({r['ratio_vs_mediapipe']:.2f}x)")
+    info = machine()
+    md = (f"# Peer comparison\n\n{n} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of "
+          f"{args.block}; {info['cpu']}, {info['cores']} cores, {info['date']}.\n\n"
+          + markdown_table(rows, ["contender", "fps", "ratio_vs_mediapipe", "face_found"]))
+    out = Path(args.out)
+    write_results(out, "peers", {"machine": info, "frames": n, "rows": rows}, md)
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.barh([r["contender"] for r in rows], [r["fps"] for r in rows])
+    ax.set_xlabel("frames/s (decode excluded)")
+    fig.tight_layout()
+    fig.savefig(out / "peers.png", dpi=100)
+    print(f"wrote {out}/peers.json, .md, .png")
+
+
+if __name__ == "__main__":
+    main()

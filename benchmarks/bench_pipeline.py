@@ -1,0 +1,102 @@
+"""End-to-end pipeline speed on a real video: both model sets, sync vs async, tracking on/off.
+
+Frames are decoded into memory first, so "decode excluded" frames/s is the pipeline alone; a
+second pass decodes while it runs ("decode included", the `edgegaze run` situation). The
+configurations are interleaved frame block by frame block, so machine noise hits them alike.
+
+    python benchmarks/bench_pipeline.py [--video V] [--frames 300] [--out results/]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from _common import machine, markdown_table, write_results  # noqa: E402
+from pipeline.runner import Pipeline  # noqa: E402
+from pipeline.sources import Frame, open_source, prefetch  # noqa: E402
+
+CONFIGS = {
+    "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
+    "mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
+    "mediapipe FP32 no-tracking": dict(models="mediapipe", precision="FP32", tracking=False),
+    "omz FP16 sync": dict(models="omz", precision="FP16"),
+    "omz FP16-INT8 sync": dict(models="omz", precision="FP16-INT8"),
+    "omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True),
+    "omz FP16-INT8 no-tracking": dict(models="omz", precision="FP16-INT8", tracking=False),
+}
+
+
+def run_block(pipe: Pipeline, frames: list[Frame], stage_ms: dict) -> tuple[float, int]:
+    t = time.perf_counter()
+    n = 0
+    for fr in pipe.run(frames):
+        n += 1
+        for k, v in fr.ms.items():
+            stage_ms.setdefault(k, []).append(v)
+    return time.perf_counter() - t, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--video", default=str(Path(__file__).resolve().parents[2] / "shared/data/video/udacity_demo_1080p.mp4"))
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--block", type=int, default=50, help="frames per interleaved block")
+    ap.add_argument("--configs", help="comma list of configuration names (default all)")
+    ap.add_argument("--out", default="results")
+    args = ap.parse_args()
+    names = args.configs.split(",") if args.configs else list(CONFIGS)
+    frames = list(open_source(args.video, max_frames=args.frames))
+    pipes = {n: Pipeline.from_set(**CONFIGS[n]) for n in names}
+    for pipe in pipes.values():  # warm-up: compile caches, first-inference costs
+        list(pipe.run(frames[:5]))
+        pipe.reset()
+    seconds = {n: 0.0 for n in names}
+    counts = {n: 0 for n in names}
+    stage_ms: dict[str, dict] = {n: {} for n in names}
+    for start in range(0, len(frames), args.block):
+        block = frames[start:start + args.block]
+        for n in names:
+            s, c = run_block(pipes[n], block, stage_ms[n])
+            seconds[n] += s
+            counts[n] += c
+    rows = []
+    for n in names:
+        pipes[n].reset()
+        t = time.perf_counter()
+        decoded = sum(1 for _ in pipes[n].run(prefetch(open_source(args.video, max_frames=args.frames))))
+        with_decode = decoded / (time.perf_counter() - t)
+        row = {"config": n, "fps_decode_excluded": counts[n] / seconds[n], "fps_decode_included": with_decode}
+        for k, v in stage_ms[n].items():
+            row[f"{k}_p50_ms"] = float(np.percentile(v, 50))
+            row[f"{k}_p90_ms"] = float(np.percentile(v, 90))
+        rows.append(row)
+        print(f"{n}: {row['fps_decode_excluded']:.1f} fps (decode excluded), {with_decode:.1f} fps (included)")
+    columns = ["config", "fps_decode_excluded", "fps_decode_included"] + sorted(
+        {k for r in rows for k in r if k.endswith("_ms")})
+    info = machine()
+    md = (f"# Pipeline speed\n\n{args.frames} frames of `{Path(args.video).name}`, machine: {info['cpu']}, "
+          f"{info['cores']} cores, OpenVINO {info['openvino']}, {info['date']}.\n"
+          "Stage ms are per frame (summed over faces; `face` only on frames where the detector ran).\n\n"
+          + markdown_table(rows, columns))
+    out = Path(args.out)
+    write_results(out, "pipeline", {"machine": info, "video": args.video, "frames": args.frames, "rows": rows}, md)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.barh([r["config"] for r in rows], [r["fps_decode_excluded"] for r in rows], label="decode excluded")
+    ax.barh([r["config"] for r in rows], [r["fps_decode_included"] for r in rows], label="decode included", alpha=0.7)
+    ax.set_xlabel("frames/s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "pipeline.png", dpi=100)
+    print(f"wrote {out}/pipeline.json, .md, .png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The model-level report: every stage model of a set x precision, measured in isolation on real
+frames (FLOPs/params, SingleStream latency, Offline throughput, energy by three methods,
+per-layer profile), written as report.json (schema: report.schema.json), report.md and plots.
+
+In-pipeline stage timings (the runner's FaceResult.ms) go in the `pipeline` section, reserved
+as null here: it has its own rows and never changes the `models` rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+import cv2
+import openvino as ov
+from tqdm import tqdm
+
+from pipeline import __version__, paths, runtime, zoo
+from pipeline.errors import EdgegazeError
+from pipeline.report import energy, flops, latency, profile
+
+SCHEMA_ID = "edgegaze-report/1"
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
+
+DEFINITIONS = {
+    "flops": flops.DEFINITION,
+    "latency": ("SingleStream (MLPerf): one synchronous request, LATENCY hint, inferences back to back on real frames "
+                "resized to the model input; p50/p90/p99 of per-inference wall time; warm-up excluded. Isolated model "
+                "runs: crop/resize and postprocessing are not included."),
+    "throughput": ("Offline (MLPerf): THROUGHPUT hint, the plugin's optimal number of requests kept busy by an "
+                   "AsyncInferQueue; completed inferences / wall time."),
+    "energy": {
+        energy.RAPL: "Linux powercap package energy over the latency windows, counter wrap handled, idle baseline subtracted.",
+        energy.CPU_TIME: "Process CPU time over the latency windows x per-core active power (--cpu-tdp / logical cores, "
+                         f"else {energy.DEFAULT_CORE_W:g} W per busy core). An estimate, not a measurement.",
+        energy.OP_ENERGY: ("Horowitz ISSCC 2014 / Han et al. 2015 45 nm table (pJ: FP32 mult 3.7, add 0.9; INT8 mult 0.2, "
+                           "INT32 accumulate 0.1; SRAM 5 and DRAM 640 per 32-bit access) x MACs, other FLOPs, weights "
+                           "read once from DRAM and activations through SRAM; INT8 layers at INT8 costs. Theoretical; W at "
+                           "the measured p50 latency."),
+    },
+    "profile": ("OpenVINO per-layer counters (PERF_COUNT) of the executed graph after fusion; precision from the "
+                "kernel name (exec_type); share of summed layer time."),
+}
+
+
+# ---- inputs and checks ----------------------------------------------------------------------
+
+def check_out_dir(out: str | Path) -> Path:
+    """Fail before any work if --out cannot be written."""
+    out = Path(out).expanduser()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
+    return out
+
+
+def read_frames(path: str | Path, n: int) -> list:
+    """The first n frames of a video (or an image, used n times)."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise EdgegazeError(f"input {path} does not exist; pass a video file or image with --input")
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        image = cv2.imread(str(path))
+        if image is None:
+            raise EdgegazeError(f"cannot read image {path}; is it a valid image file?")
+        return [image] * n
+    cap = cv2.VideoCapture(str(path))
+    frames = []
+    while len(frames) < n:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        frames.append(frame)
+    cap.release()
+    if not frames:
+        raise EdgegazeError(f"cannot decode any frame from {path}; is it a video OpenCV can read?")
+    return frames
+
+
+def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, str]], list[dict], list[str]]:
+    """(stage, model id, precision) to measure; (model, precision) skipped and why; notes.
+
+    A precision a model has but that is not converted is an error naming the command that makes it."""
+    all_sets = zoo.sets()
+    if models_set not in all_sets:
+        raise EdgegazeError(f"unknown set '{models_set}'; valid sets: {', '.join(all_sets)}")
+    items, skipped, notes = [], [], []
+    for stage in zoo.STAGES:
+        model_id = all_sets[models_set].get(stage)
+        if not model_id:
+            continue
+        if model_id not in zoo.models():
+            notes.append(f"{stage}: computed by '{model_id}', no model to measure")
+            continue
+        spec = zoo.get(model_id)
+        for precision in precisions:
+            if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
+                runtime.ir_file(model_id, precision)  # raises with the fetch/convert command
+                items.append((stage, model_id, precision))
+            else:
+                skipped.append({"model_id": model_id, "precision": precision,
+                                "reason": f"no {precision} form (it has {', '.join(spec.precisions)})"})
+    return items, skipped, notes
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    core = runtime.core()
+    return {
+        "cpu": cpu,
+        "logical_cores": os.cpu_count() or 1,
+        "platform": platform.platform(),
+        "device": "CPU",
+        "openvino_device": str(core.get_property("CPU", "FULL_DEVICE_NAME")),
+        "capabilities": [str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")],
+    }
+
+
+# ---- measurement ----------------------------------------------------------------------------
+
+def measure(stage: str, model_id: str, precision: str, frames: list, iterations: int,
+            cpu_tdp_w: float | None, rapl_root: str | Path, idle_w: float) -> dict:
+    """Every model-level figure of one model at one precision."""
+    ir = runtime.ir_file(model_id, precision)
+    counts = flops.count_ir(ir)
+    compiled = runtime.load(model_id, precision, hint="LATENCY")
+    inputs = [latency.frame_inputs(compiled, f) for f in frames]
+    meter = energy.Rapl(rapl_root)
+    lat = latency.sync_latency(compiled, inputs, iterations, meter=meter)
+    tput_compiled = runtime.load(model_id, precision, hint="THROUGHPUT")
+    tput = latency.throughput(tput_compiled, inputs, iterations=max(iterations, 4 * 4))
+    prof = profile.profile(runtime.load(model_id, precision, hint="LATENCY", profile=True), inputs,
+                           iterations=min(iterations, 10))
+    try:
+        inference_precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    except RuntimeError:
+        inference_precision = "unknown"
+    return {
+        "stage": stage,
+        "model_id": model_id,
+        "precision": precision,
+        "ir": str(ir),
+        "inference_precision": inference_precision,
+        "flops": counts.summary(),
+        "latency": lat.as_dict(),
+        "throughput": tput.as_dict(),
+        "energy": [
+            energy.rapl_energy(meter, lat.iterations, idle_w).as_dict(),
+            energy.cpu_time_energy(lat.cpu_s, lat.wall_s, lat.iterations, cpu_tdp_w).as_dict(),
+            energy.op_energy(counts, lat.p50_ms / 1e3).as_dict(),
+        ],
+        "profile": prof.as_dict(top=10),
+    }
+
+
+def totals(rows: list[dict]) -> list[dict]:
+    """Per precision: the stages summed, one face per frame (a stand-in until in-pipeline timings)."""
+    out = []
+    for precision in dict.fromkeys(r["precision"] for r in rows):
+        sel = [r for r in rows if r["precision"] == precision]
+        per_method = {}
+        for method in energy.METHODS:
+            values = [e["mj_per_inference"] for r in sel for e in r["energy"] if e["method"] == method]
+            per_method[method] = sum(values) if values and all(v is not None for v in values) else None
+        out.append({
+            "precision": precision,
+            "stages": [r["stage"] for r in sel],
+            "gflops": sum(r["flops"]["gflops"] for r in sel),
+            "singlestream_p50_ms": sum(r["latency"]["p50_ms"] for r in sel),
+            "singlestream_p90_ms": sum(r["latency"]["p90_ms"] for r in sel),
+            "mj_per_frame": per_method,
+        })
+    return out
+
+
+def build_report(input_path: str | Path, out: str | Path, models_set: str = "mediapipe",
+                 precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
+                 cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
+                 progress: bool = True) -> dict:
+    """Measure and write report.json, report.md and the plots into `out`; returns the report dict."""
+    if frames < 1:
+        raise EdgegazeError("--frames must be at least 1")
+    out = check_out_dir(out)
+    precisions = [p.strip().upper() for p in precisions if p.strip()]
+    items, skipped, notes = plan(models_set, precisions)
+    images = read_frames(input_path, frames)
+    iterations = max(len(images), min_iterations)
+
+    meter = energy.Rapl(rapl_root)
+    idle_w = meter.idle_w(1.0) if meter.available else 0.0
+    if not meter.available:
+        notes.append(f"rapl: {meter.reason}; energy figures come from the other two methods")
+
+    rows = []
+    bar = tqdm(items, desc="report", unit="model", disable=not progress)
+    for stage, model_id, precision in bar:
+        bar.set_postfix_str(f"{model_id} {precision}")
+        rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
+
+    report = {
+        "schema": SCHEMA_ID,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "edgegaze": __version__,
+        "openvino": ov.get_version(),
+        "machine": machine(),
+        "input": {"path": str(input_path), "frames": len(images), "width": int(images[0].shape[1]),
+                  "height": int(images[0].shape[0]), "iterations": iterations},
+        "models_set": models_set,
+        "precisions": precisions,
+        "cpu_tdp_w": cpu_tdp_w,
+        "definitions": DEFINITIONS,
+        "models": rows,
+        "totals": totals(rows),
+        "pipeline": None,
+        "skipped": skipped,
+        "notes": notes,
+    }
+    write_report(report, out)
+    return report
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_report(report: dict, out: Path) -> list[Path]:
+    from pipeline.report import markdown, plots
+
+    out = Path(out)
+    written = [out / "report.json", out / "report.md"]
+    atomic_write(written[0], json.dumps(report, indent=2))
+    pngs = plots.write_plots(report, out)
+    atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
+    return written + pngs

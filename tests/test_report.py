@@ -1,0 +1,154 @@
+"""Reports: FLOP counts against Intel's published figures, powercap reading, energy methods, the
+report.json schema on a short real run, and a clean error for an unwritable --out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import paths
+from pipeline.errors import EdgegazeError
+from pipeline.report import energy, flops
+from pipeline.report.model_report import SCHEMA_PATH, build_report, check_out_dir
+
+# Open Model Zoo model cards: GFlops and MParams.
+PUBLISHED = {
+    "face-detection-adas-0001": (2.835, 1.053),
+    "face-detection-retail-0004": (1.067, 0.588),
+    "landmarks-regression-retail-0009": (0.021, 0.191),
+    "head-pose-estimation-adas-0001": (0.105, 1.911),
+    "gaze-estimation-adas-0002": (0.139, 1.882),
+}
+VIDEO = "video/udacity_demo_1080p.mp4"
+
+
+@pytest.mark.parametrize("precision", ["FP32", "FP16-INT8"])
+@pytest.mark.parametrize("model_id", list(PUBLISHED))
+def test_flops_and_params_match_published(zoo_ready, model_id, precision):
+    counts = flops.count_ir(paths.ir_path(model_id, precision))
+    gflops, mparams = PUBLISHED[model_id]
+    assert counts.flops / 1e9 == pytest.approx(gflops, rel=0.05)
+    # Compressed INT8 weights (Convert/Subtract/Multiply chains) count like their FP32 originals.
+    assert counts.params / 1e6 == pytest.approx(mparams, rel=0.05)
+    assert 0 < counts.nonzero_macs <= counts.macs
+    assert counts.preprocess_flops < 0.01 * counts.flops
+
+
+def test_int8_model_counted_as_int8(zoo_ready):
+    fp32 = flops.count_ir(paths.ir_path("face-detection-adas-0001", "FP32"))
+    int8 = flops.count_ir(paths.ir_path("face-detection-adas-0001", "FP16-INT8"))
+    assert fp32.int8_mac_share == 0 and int8.int8_mac_share > 0.9
+    assert int8.summary()["weight_mbytes"] < fp32.summary()["weight_mbytes"] / 3
+    # Quantized weights have exact zeros the FP32 weights do not: the sparsity-aware count sees them.
+    assert int8.nonzero_macs < fp32.nonzero_macs
+
+
+def test_int8_op_energy_below_fp32(zoo_ready):
+    for model_id in PUBLISHED:
+        fp32 = energy.op_energy(flops.count_ir(paths.ir_path(model_id, "FP32")))
+        int8 = energy.op_energy(flops.count_ir(paths.ir_path(model_id, "FP16-INT8")))
+        assert int8.method == fp32.method == energy.OP_ENERGY
+        assert 0 < int8.mj_per_inference < fp32.mj_per_inference, model_id
+
+
+def _zone(root, name, uj, max_uj, label="package-0"):
+    z = root / name
+    z.mkdir(parents=True, exist_ok=True)
+    (z / "energy_uj").write_text(f"{uj}\n")
+    (z / "max_energy_range_uj").write_text(f"{max_uj}\n")
+    (z / "name").write_text(label + "\n")
+    return z
+
+
+def test_rapl_reads_a_powercap_tree_with_a_wrapped_counter(tmp_path):
+    max_uj = 262_143_328_850
+    p0 = _zone(tmp_path, "intel-rapl:0", max_uj - 1_000_000, max_uj)
+    p1 = _zone(tmp_path, "intel-rapl:1", 5_000_000, max_uj, "package-1")
+    core = _zone(tmp_path, "intel-rapl:0:0", 7, max_uj, "core")  # a sub-zone: already inside package 0
+    meter = energy.Rapl(tmp_path)
+    assert meter.available and [z.name for z in meter.zones] == ["intel-rapl:0", "intel-rapl:1"]
+
+    meter.start()
+    (p0 / "energy_uj").write_text("2000000\n")  # wrapped: 1 J before the wrap + 2 J after
+    (p1 / "energy_uj").write_text("5500000\n")  # 0.5 J
+    (core / "energy_uj").write_text("99999999\n")
+    meter.stop()
+    assert meter.joules == pytest.approx(3.5)
+
+    meter.start()  # a second window accumulates
+    (p1 / "energy_uj").write_text("6500000\n")
+    meter.stop()
+    assert meter.joules == pytest.approx(4.5)
+    e = energy.rapl_energy(meter, inferences=10, idle_w=0.0)
+    assert e.method == energy.RAPL and e.available and e.mj_per_inference == pytest.approx(450.0)
+    # An idle baseline larger than the measured power leaves no negative energy.
+    assert energy.rapl_energy(meter, 10, idle_w=1e9).mj_per_inference == 0.0
+
+
+def test_rapl_absent_or_unreadable_is_reported_not_raised(tmp_path):
+    assert not energy.Rapl(tmp_path / "none").available
+    e = energy.rapl_energy(energy.Rapl(tmp_path / "none"), 10, 0.0)
+    assert e.method == energy.RAPL and not e.available and e.mj_per_inference is None and "intel-rapl" in e.note
+
+
+def test_cpu_time_energy_uses_tdp_when_given():
+    default = energy.cpu_time_energy(cpu_seconds=2.0, wall_seconds=1.0, inferences=100)
+    assert default.method == energy.CPU_TIME
+    assert default.mj_per_inference == pytest.approx(2.0 * energy.DEFAULT_CORE_W * 1e3 / 100)
+    tdp = energy.cpu_time_energy(2.0, 1.0, 100, cpu_tdp_w=1000.0)
+    assert tdp.avg_w == pytest.approx(2.0 * 1000.0 / energy.os.cpu_count())
+
+
+@pytest.fixture(scope="module")
+def short_report(zoo_ready, tmp_path_factory):
+    from conftest import shared_path
+
+    out = tmp_path_factory.mktemp("report")
+    report = build_report(shared_path(VIDEO), out, models_set="omz", precisions=["FP16", "FP16-INT8"],
+                          frames=3, min_iterations=5, progress=False)
+    return report, out
+
+
+def test_report_json_validates_against_schema(short_report):
+    jsonschema = pytest.importorskip("jsonschema")
+    report, out = short_report
+    on_disk = json.loads((out / "report.json").read_text())
+    jsonschema.validate(on_disk, json.loads(SCHEMA_PATH.read_text()))
+    assert {(r["model_id"], r["precision"]) for r in on_disk["models"]} >= {
+        ("face-detection-adas-0001", "FP16"), ("face-detection-adas-0001", "FP16-INT8"),
+        ("gaze-estimation-adas-0002", "FP16-INT8")}
+    # open-closed-eye-0001 has no FP16-INT8: skipped with a reason, not an error.
+    assert any(s["model_id"] == "open-closed-eye-0001" for s in on_disk["skipped"])
+    for name in ("latency_by_stage.png", "flops_vs_latency.png", "precision_comparison.png", "energy_by_method.png"):
+        assert (out / name).stat().st_size > 1000
+
+
+def test_report_labels_every_method_and_shows_int8_execution(short_report):
+    report, out = short_report
+    md = (out / "report.md").read_text()
+    for method in energy.METHODS:
+        assert method in md
+        assert all(any(e["method"] == method for e in r["energy"]) for r in report["models"])
+    assert "SingleStream" in md and "Offline" in md
+    int8 = next(r for r in report["models"] if r["model_id"] == "face-detection-adas-0001" and r["precision"] == "FP16-INT8")
+    fp16 = next(r for r in report["models"] if r["model_id"] == "face-detection-adas-0001" and r["precision"] == "FP16")
+    # The profile shows the INT8 IR really runs INT8 kernels and the FP16 one does not.
+    assert int8["profile"]["by_precision"].get("INT8", 0) > 0.5
+    assert fp16["profile"]["by_precision"].get("INT8", 0) < 0.5
+    est = {r["precision"]: next(e for e in r["energy"] if e["method"] == energy.OP_ENERGY)["mj_per_inference"]
+           for r in (int8, fp16)}
+    assert est["FP16-INT8"] < est["FP16"]
+
+
+def test_unwritable_out_fails_before_any_work(tmp_path, capsys):
+    from pipeline.cli import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(EdgegazeError, match="cannot write to --out"):
+        check_out_dir(blocker / "report")
+    # The CLI prints one line and exits 2, without decoding the input (which does not exist).
+    rc = main(["report", "--input", str(tmp_path / "missing.mp4"), "--out", str(blocker / "report")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot write to --out" in err and "Traceback" not in err
