@@ -1,0 +1,101 @@
+"""Pruning benchmark: the issue's budget and targets on real video, with estimated vs measured speedup.
+
+Targets: structured >= 1.3x measured speedup (1 thread, p50) on FaceMesh or iris at <= 1% IOD
+extra error (iris centre for the iris model); unstructured >= 50% sparsity with a gzip-compressed IR
+>= 1.5x smaller, inside the same error budget.
+
+    python benchmarks/bench_prune.py [--steps 400] [--frames 120] [--only iris-landmark:structured:0.5]
+
+Writes results/prune/bench_prune.{json,md,png} (+ the sensitivity PNGs) and the IRs under
+models/ir/<id>/<TAG>/. Latency on a shared machine is noisy: models are timed interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline import paths  # noqa: E402
+from pipeline.optimize import prune  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data" / "video"
+VIDEOS = ["udacity_demo_1080p.mp4", "webcam_640x480.mp4", "webcam_1280x720.mp4", "stock_single_face_720p.mp4"]
+RUNS = ["iris-landmark:structured:0.5", "iris-landmark:structured:0.3", "iris-landmark:unstructured:0.5",
+        "face-landmark:structured:0.3", "face-landmark:unstructured:0.5"]
+BUDGET_IOD = 1.0
+OUT = ROOT / "results" / "prune"
+
+
+def verdict(r: dict) -> dict:
+    ok_err = r["error_after"] <= BUDGET_IOD
+    if r["method"] == "structured":
+        return {"target": f">= 1.3x measured (1t) at <= {BUDGET_IOD}% IOD", "met": ok_err and r["measured_speedup_1t"] >= 1.3}
+    return {"target": f">= 50% sparsity, gzip IR >= 1.5x smaller, <= {BUDGET_IOD}% IOD",
+            "met": ok_err and r["pruned"]["sparsity"] >= 0.5 and r["size_ratio_gzip"] >= 1.5}
+
+
+def plot(reports: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = [f"{r['model_id']}\n{r['tag']}" for r in reports]
+    x = np.arange(len(reports))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
+    a.bar(x - 0.27, [r["estimated_speedup_flops"] for r in reports], 0.27, label="estimated (FLOPs)")
+    a.bar(x, [r.get("estimated_speedup_profile", 1.0) for r in reports], 0.27, label="estimated (profile)")
+    a.bar(x + 0.27, [r["measured_speedup_1t"] for r in reports], 0.27, label="measured p50, 1 thread")
+    a.axhline(1.3, color="k", ls="--", lw=1)
+    a.set_xticks(x, labels, fontsize=7)
+    a.set_ylabel("speedup vs FP32 IR")
+    a.legend()
+    b.bar(x - 0.2, [r["error_before"] for r in reports], 0.4, label="before recovery")
+    b.bar(x + 0.2, [r["error_after"] for r in reports], 0.4, label="after distillation")
+    b.axhline(BUDGET_IOD, color="k", ls="--", lw=1)
+    b.set_xticks(x, labels, fontsize=7)
+    b.set_ylabel("held-out error vs original, % IOD")
+    b.set_yscale("log")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--frames", type=int, default=120)
+    ap.add_argument("--only", action="append", help="model:method:ratio (repeatable)")
+    args = ap.parse_args()
+    sources = [str(SHARED / v) for v in VIDEOS if (SHARED / v).exists()]
+    OUT.mkdir(parents=True, exist_ok=True)
+    reports = []
+    for run in args.only or RUNS:
+        model_id, method, ratio = run.split(":")
+        r = prune.prune(model_id, method, float(ratio), sources, steps=args.steps, max_frames=args.frames)
+        r["verdict"] = verdict(r)
+        png = paths.ir_dir(model_id, r["tag"]) / "sensitivity.png"
+        if png.exists():
+            shutil.copy(png, OUT / f"sensitivity_{model_id}_{r['tag']}.png")
+        reports.append(r)
+        print(prune.markdown([r]), end="", flush=True)
+    (OUT / "bench_prune.json").write_text(json.dumps(reports, indent=2))
+    md = ["# Pruning benchmark", "", f"`python benchmarks/bench_prune.py --steps {args.steps} --frames {args.frames}`; "
+          f"calibration/held-out crops from {', '.join(VIDEOS)} (last 25% of each video held out).", "",
+          prune.markdown(reports), "| model | tag | target | met |", "|---|---|---|---|"]
+    md += [f"| {r['model_id']} | {r['tag']} | {r['verdict']['target']} | {'yes' if r['verdict']['met'] else 'no'} |" for r in reports]
+    (OUT / "bench_prune.md").write_text("\n".join(md) + "\n")
+    plot(reports, OUT / "bench_prune.png")
+    print(f"wrote {OUT}/bench_prune.{{json,md,png}}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""Unlabeled model inputs cut from real video, for distillation and for the accuracy checks.
+
+Face crops (FaceMesh) come from the OMZ SSD detector's box, grown to a square of 1.25x (about
+the region MediaPipe feeds FaceMesh); eye crops (iris) are squares of 2.3x the eye-corner distance
+around each eye, placed with the FaceMesh IR's landmarks, the second eye mirrored as the iris
+model expects. Each crop carries the inter-ocular distance (IOD) in its own pixels, so errors can
+be reported as % IOD. Training crops are jittered (shift/scale) so a few hundred frames give
+varied inputs; held-out crops are not jittered and come from the last part of every source, so
+the split is by time, not by neighbouring frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from pipeline import zoo
+from pipeline.errors import EdgegazeError
+from pipeline.runtime import compile_model, ir_file
+
+FACE_SCALE, EYE_SCALE = 1.25, 2.3
+# FaceMesh indices of the eye corners (subject's right eye, left eye)
+EYE_CORNERS = ((33, 133), (362, 263))
+CROP_MODELS = {"face-landmark": "face", "iris-landmark": "eye", "landmarks-regression-retail-0009": "face",
+               "head-pose-estimation-adas-0001": "face"}
+
+
+@dataclass
+class CropSet:
+    images: np.ndarray  # N x H x W x 3 uint8 BGR (what the IR takes)
+    iod: np.ndarray  # N inter-ocular distance in crop pixels
+    heldout: np.ndarray  # N bool
+
+
+def read_frames(src: str, n: int) -> list[tuple[int, int, np.ndarray]]:
+    """(index, count, frame) of about `n` frames spread evenly over a video or image folder/file."""
+    path = Path(src).expanduser()
+    if not path.exists():
+        raise EdgegazeError(f"calibration source not found: {src}; pass a video file or a folder of images")
+    if path.is_dir() or path.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"):
+        files = sorted(p for p in ([path] if path.is_file() else path.iterdir())
+                       if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"))
+        every = max(1, len(files) // n)
+        return [(i, len(files), img) for i, p in enumerate(files)
+                if i % every == 0 and (img := cv2.imread(str(p))) is not None]
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise EdgegazeError(f"cannot read video {src}")
+    count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) or 1
+    every = max(1, count // n)
+    frames, i = [], 0
+    while True:
+        ok = cap.grab()
+        if not ok:
+            break
+        if i % every == 0:
+            ok, frame = cap.retrieve()
+            if ok:
+                frames.append((i, count, frame))
+        i += 1
+    cap.release()
+    return frames
+
+
+def _square_warp(frame, cx, cy, side, size, mirror=False):
+    """Affine crop of a square of `side` px centred on (cx, cy) to size x size."""
+    s = size / side
+    m = np.array([[s, 0, size / 2 - s * cx], [0, s, size / 2 - s * cy]], np.float32)
+    if mirror:
+        m[0] = [-s, 0, size / 2 + s * cx]
+    return cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+
+
+class _Cutter:
+    def __init__(self):
+        from pipeline.stages.ssd_face import SSDFace
+
+        self.detector = SSDFace(compile_model(ir_file("face-detection-retail-0004", "FP32")), threshold=0.6, max_faces=2,
+                                min_size=24)
+        self.mesh = compile_model(ir_file("face-landmark", "FP32"))
+
+    def faces(self, frame):
+        for f in self.detector(frame):
+            x0, y0, x1, y1 = f.box
+            yield (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) * FACE_SCALE
+
+    def landmarks(self, crop):
+        return self.mesh([crop[None]])[0].reshape(468, 3)
+
+
+def _iod(lm):
+    a = lm[list(EYE_CORNERS[0]), :2].mean(0)
+    b = lm[list(EYE_CORNERS[1]), :2].mean(0)
+    return float(np.linalg.norm(a - b))
+
+
+def cut(model_id: str, sources: list[str], max_frames: int = 120, jitter: int = 2, heldout: float = 0.25,
+        seed: int = 0) -> CropSet:
+    """Crops for `model_id` from the sources (videos or image folders)."""
+    kind = CROP_MODELS.get(model_id)
+    if kind is None:
+        raise EdgegazeError(f"no crop recipe for {model_id}")
+    spec = zoo.get(model_id)
+    size = spec.input["shape"][1] if spec.input["layout"] == "NHWC" else spec.input["shape"][2]
+    rng = np.random.default_rng(seed)
+    cutter = _Cutter()
+    images, iods, held = [], [], []
+    per_source = max(1, max_frames // len(sources))
+    for src in sources:
+        for index, count, frame in read_frames(src, per_source):
+            is_held = index >= count * (1 - heldout)
+            for cx, cy, side in cutter.faces(frame):
+                face = _square_warp(frame, cx, cy, side, 192)
+                lm = cutter.landmarks(face)
+                iod192 = _iod(lm)
+                if iod192 < 10:  # not a usable face
+                    continue
+                for j in range(1 if is_held else 1 + jitter):
+                    dx, dy, ds = (0, 0, 1) if j == 0 else (*rng.uniform(-0.06, 0.06, 2), rng.uniform(0.9, 1.1))
+                    if kind == "face":
+                        s = side * ds
+                        images.append(_square_warp(frame, cx + dx * side, cy + dy * side, s, size))
+                        iods.append(iod192 * side / 192 * size / s)
+                        held.append(is_held)
+                        continue
+                    for e, (i0, i1) in enumerate(EYE_CORNERS):
+                        c = lm[[i0, i1], :2].mean(0)
+                        d = float(np.linalg.norm(lm[i0, :2] - lm[i1, :2]))
+                        eside = EYE_SCALE * d * ds
+                        # eye crop from the 192 face crop's coordinates mapped back to the frame
+                        k = side / 192
+                        fx, fy = cx - side / 2 + c[0] * k, cy - side / 2 + c[1] * k
+                        images.append(_square_warp(frame, fx + dx * eside * k, fy + dy * eside * k, eside * k, size,
+                                                   mirror=e == 1))
+                        iods.append(iod192 * size / eside)
+                        held.append(is_held)
+    if not images:
+        raise EdgegazeError(f"no faces found in {', '.join(sources)}; pass a video or images with visible faces")
+    return CropSet(np.stack(images), np.array(iods, np.float32), np.array(held, bool))
+
+
+def to_model_input(images: np.ndarray, spec_input: dict) -> np.ndarray:
+    """u8 NHWC BGR crops -> the source model's float input (what the IR's embedded steps do)."""
+    x = images.astype(np.float32)
+    if spec_input["color"] == "RGB":
+        x = x[..., ::-1]
+    x = (x - float(spec_input.get("mean", 0.0))) / float(spec_input.get("scale", 1.0))
+    if spec_input["layout"] == "NCHW":
+        x = x.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(x, dtype=np.float32)

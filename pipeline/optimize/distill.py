@@ -1,0 +1,79 @@
+"""Recovery without labels: knowledge distillation from the original model, and the error metrics.
+
+The teacher is the unpruned PyTorch form; its outputs on unlabeled crops are the targets. The
+loss is a smooth-L1 on every output, each scaled by the teacher's spread on that output so that
+1404 landmark coordinates and one presence logit weigh alike. Errors are reported the way the
+pipeline uses the models: landmark error in % of the inter-ocular distance (IOD), iris-centre
+error in % IOD for the iris model, angle error in degrees for head pose.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from pipeline.optimize.torch_forms import require_torch
+
+
+def run(module, x: np.ndarray, batch: int = 32) -> list[np.ndarray]:
+    """Outputs of a module on a float array, batched, without gradients."""
+    torch = require_torch()
+    module.eval()
+    outs = []
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            outs.append([o.numpy() for o in module(torch.from_numpy(x[i:i + batch]))])
+    return [np.concatenate([o[k] for o in outs]) for k in range(len(outs[0]))]
+
+
+def error(model_id: str, student: list[np.ndarray], teacher: list[np.ndarray], iod: np.ndarray,
+          all_points: bool = False) -> float:
+    """Mean error of student against teacher: % IOD (landmarks, iris centre) or degrees (head pose).
+    all_points: for the iris model, every eye-contour and iris point, not only the centre (the
+    sensitivity analysis uses it so that pruning the contour branch is not taken as free)."""
+    n = len(iod)
+    if model_id == "iris-landmark" and all_points:
+        pts = [np.linalg.norm(s.reshape(n, -1, 3)[..., :2] - t.reshape(n, -1, 3)[..., :2], axis=-1) for s, t in zip(student, teacher)]
+        return float((np.concatenate(pts, 1).mean(1) / iod).mean() * 100)
+    if model_id == "face-landmark":
+        d = np.linalg.norm(student[0].reshape(n, 468, 3)[..., :2] - teacher[0].reshape(n, 468, 3)[..., :2], axis=-1)
+        return float((d.mean(1) / iod).mean() * 100)
+    if model_id == "iris-landmark":
+        d = np.linalg.norm(student[1].reshape(n, 5, 3)[:, 0, :2] - teacher[1].reshape(n, 5, 3)[:, 0, :2], axis=-1)
+        return float((d / iod).mean() * 100)
+    if model_id == "landmarks-regression-retail-0009":
+        d = np.linalg.norm((student[0] - teacher[0]).reshape(n, 5, 2) * 48, axis=-1)
+        return float((d.mean(1) / iod).mean() * 100)
+    return float(np.mean([np.abs(s - t).mean() for s, t in zip(student, teacher)]))  # head pose: degrees
+
+
+def distill(student, x: np.ndarray, targets: list[np.ndarray], steps: int, lr: float = 1e-3, batch: int = 16,
+            seed: int = 0, log=print) -> list[float]:
+    """Fine-tune `student` toward the teacher's `targets` for `steps` steps; returns the losses.
+    Cosine learning-rate decay, so a short run still ends on small steps."""
+    torch = require_torch()
+    if steps <= 0:
+        return []
+    gen = torch.Generator().manual_seed(seed)
+    xs = torch.from_numpy(x)
+    ts = [torch.from_numpy(t) for t in targets]
+    scales = [t.std().clamp_min(1e-3) for t in ts]
+    params = [p for p in student.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    student.train()
+    losses, t0 = [], time.perf_counter()
+    for step in range(steps):
+        idx = torch.randint(0, len(xs), (min(batch, len(xs)),), generator=gen)
+        outs = student(xs[idx])
+        loss = sum(torch.nn.functional.smooth_l1_loss(o / s, t[idx] / s, beta=0.1) for o, t, s in zip(outs, ts, scales))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if log and (step + 1) % max(1, steps // 5) == 0:
+            log(f"  distill step {step + 1}/{steps}: loss {np.mean(losses[-20:]):.4f} ({time.perf_counter() - t0:.0f}s)")
+    student.eval()
+    return losses

@@ -1,0 +1,396 @@
+"""`edgegaze optimize quantize`: NNCF INT8 models of the zoo, kept inside an accuracy budget.
+
+Per model:
+1. Items from the real pipeline (calib.Calibration) and the FP32 IR, whose weights convert already
+   folded (without that NNCF cannot reach the TFLite depthwise convolutions). The IR's embedded
+   preprocessing (u8 -> f32, colour, mean/scale) stays FP32: NNCF puts the first FakeQuantize after
+   it, on the normalised input of the first convolution, so no ignored scope is needed for it.
+2. nncf.quantize with the preset and the user's --ignore patterns.
+3. Stage metrics on the held-out items against FP32 (metrics.compare). Inside the budget: saved.
+4. Outside: per-layer sensitivity ("each layer alone left FP32") on a subsample of the held-out
+   items; the most sensitive layers go back to FP32 in growing groups (1, 2, 4, ... up to
+   MAX_FP32_SHARE of the layers) until the subsample is inside the budget; that set becomes an
+   NNCF ignored scope, is re-quantized and re-checked on every held-out item. Still outside:
+   nncf.quantize_with_accuracy_control with the same metrics (slow: minutes on 2 cores; it may
+   revert many layers). Still outside: no INT8 is written, the model keeps FP32, and the report
+   lists the layers tried and the metrics.
+5. Report (JSON + Markdown under --out): sizes, p50 latency at 1 and 2 threads beside FP32 and
+   Intel's FP16-INT8, metrics, layers kept FP32, calibration time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import nncf
+import numpy as np
+import openvino as ov
+
+from pipeline import __version__, convert, paths, runtime, zoo
+from pipeline.errors import EdgegazeError
+from pipeline.optimize import metrics, sensitivity
+from pipeline.optimize.calib import Calibration, Items
+
+PRESETS = {"performance": nncf.QuantizationPreset.PERFORMANCE, "mixed": nncf.QuantizationPreset.MIXED}
+MAX_FP32_SHARE = 0.25  # sensitivity search: at most this share of layers back in FP32
+MAX_AC_SHARE = 0.6  # accuracy control: beyond this share of FP32 layers the result is rejected
+SENSITIVITY_ITEMS = 24  # held-out items per sensitivity variant (plus as many no-face frames / 2)
+INTEL_INT8 = "FP16-INT8"
+
+
+# Metrics are taken with f32 execution: on CPUs with AMX OpenVINO otherwise runs the FP32 model
+# in bf16, and the reference would carry bf16 error into every comparison.
+EVAL_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+@lru_cache(maxsize=1)
+def _eval_core() -> ov.Core:
+    # A core without the blob cache: the many in-memory variants must not fill ov_cache.
+    return ov.Core()
+
+
+def run_items(model: ov.Model | ov.CompiledModel | Path, items: list) -> list[list[np.ndarray]]:
+    """Outputs (in output order) of the model for every item."""
+    if isinstance(model, ov.CompiledModel):
+        compiled = model
+    else:
+        compiled = _eval_core().compile_model(model if isinstance(model, ov.Model) else str(model), "CPU", EVAL_CONFIG)
+    req = compiled.create_infer_request()
+    out = []
+    for x in items:
+        req.infer(list(x) if isinstance(x, tuple) else x)
+        out.append([req.get_output_tensor(i).data.copy() for i in range(len(compiled.outputs))])
+    return out
+
+
+class Scorer:
+    """Metrics of any variant of one model against FP32 on a fixed set of held-out items."""
+
+    def __init__(self, spec: zoo.ModelSpec, fp32: ov.Model, items: Items, budget: dict, limit: int | None = None):
+        self.spec, self.budget = spec, {k: budget[k] for k in metrics.BUDGET_KEYS[spec.stage]}
+        self.val = items.val[:limit] if limit else items.val
+        self.noface = items.val_noface[: max(1, limit // 2)] if limit else items.val_noface
+        self.input_size = int(fp32.inputs[0].get_partial_shape()[2].get_length())
+        self.ref = run_items(fp32, self.val)
+        self.ref_noface = run_items(fp32, self.noface)
+
+    def __call__(self, model) -> dict:
+        m = metrics.compare(self.spec.stage, self.ref, run_items(model, self.val), self.ref_noface,
+                            run_items(model, self.noface) if self.noface else [], self.input_size)
+        m["budget_used"] = metrics.budget_used(m, self.budget)
+        return m
+
+    def violations(self, m: dict) -> list[str]:
+        return metrics.violations(m, self.budget)
+
+
+def _quantize(fp32: ov.Model, items: Items, preset: str, names=(), patterns=()) -> ov.Model:
+    scope = nncf.IgnoredScope(names=list(names), patterns=list(patterns), validate=False)
+    return nncf.quantize(fp32, nncf.Dataset(items.calib), preset=PRESETS[preset], subset_size=len(items.calib),
+                         ignored_scope=scope)
+
+
+def _mixed_precision(q: ov.Model, fp32: ov.Model, items: Items, preset: str, ignore, scorer: Scorer, sub: Scorer,
+                     rows_out: list, log) -> tuple[ov.Model | None, list, list]:
+    """Put the most sensitive layers back in FP32, in growing groups (1, 2, 4, ... up to
+    MAX_FP32_SHARE of the layers). A group inside the budget on the subsample is re-quantized with
+    it as NNCF ignored scope and checked on every held-out item.
+    Returns (model inside the budget or None, its FP32 layers, every attempt)."""
+    rows = sensitivity.analyze(q, fp32, sub, modes=("only_fp32",), log=log)
+    rows_out += rows
+    ranked = [r["layer"] for r in sorted(rows, key=lambda r: r["only_fp32"]["budget_used"])]
+    limit = max(1, int(len(ranked) * MAX_FP32_SHARE))
+    attempts, k = [], 1
+    while True:
+        group = ranked[:k]
+        m = sub(sensitivity.variant(q, fp32, set(group)))
+        attempts.append({"fp32_layers": group, "metrics": m, "violations": sub.violations(m), "items": "subsample"})
+        log(f"  {k} layer(s) in FP32: budget used {m['budget_used']:.2f} on the subsample")
+        if not attempts[-1]["violations"]:
+            mixed = _quantize(fp32, items, preset, names=group, patterns=ignore)
+            m = scorer(mixed)
+            attempts.append({"fp32_layers": group, "metrics": m, "violations": scorer.violations(m),
+                             "items": "all held-out, re-quantized with ignored scope"})
+            log(f"  re-quantized with {k} layer(s) in FP32: budget used {m['budget_used']:.2f}")
+            if not attempts[-1]["violations"]:
+                return mixed, group, attempts
+        if k >= limit:
+            return None, [], attempts
+        k = min(2 * k, limit)
+
+
+def _accuracy_control(fp32: ov.Model, items: Items, preset: str, ignore, scorer: Scorer) -> ov.Model:
+    """nncf.quantize_with_accuracy_control on the same metrics: the last resort when reverting the
+    most sensitive layers is not enough (error spread thinly over many layers, as in Iris). NNCF
+    reverts quantizer groups by its own ranking until the budget score drop is at most 1."""
+    ref = {id(x): r for x, r in zip(scorer.val + scorer.noface, scorer.ref + scorer.ref_noface)}
+    noface = {id(x) for x in scorer.noface}
+    base = 10.0  # NNCF divides by the initial metric, so FP32 must not score 0
+
+    def validate(compiled, data) -> float:
+        data = list(data)
+        out = run_items(compiled, data)
+        pairs = [(ref[id(x)], o, id(x) in noface) for x, o in zip(data, out)]
+        face = [(r, o) for r, o, nf in pairs if not nf]
+        nf = [(r, o) for r, o, n in pairs if n]
+        if not face and scorer.spec.stage != "face":
+            return base
+        m = metrics.compare(scorer.spec.stage, [r for r, _ in face], [o for _, o in face], [r for r, _ in nf],
+                            [o for _, o in nf], scorer.input_size)
+        return base - metrics.budget_used(m, scorer.budget)
+
+    scope = nncf.IgnoredScope(patterns=list(ignore), validate=False)
+    return nncf.quantize_with_accuracy_control(
+        fp32, nncf.Dataset(items.calib), nncf.Dataset(scorer.val + scorer.noface), validate, max_drop=1.0,
+        drop_type=nncf.DropType.ABSOLUTE, preset=PRESETS[preset], subset_size=len(items.calib), ignored_scope=scope)
+
+
+def _dir_mb(model_id: str, precision: str) -> float | None:
+    d = paths.ir_dir(model_id, precision)
+    files = [d / f"{model_id}.xml", d / f"{model_id}.bin"]
+    return round(sum(f.stat().st_size for f in files) / 1e6, 3) if all(f.exists() for f in files) else None
+
+
+def latency_p50(xmls: dict[str, Path], item, threads: int, seconds: float = 2.0) -> dict[str, float]:
+    """p50 ms per model, the models run interleaved (one call each per round) so that load from
+    other processes hits them alike."""
+    reqs = {k: runtime.compile_model(p, threads=threads).create_infer_request() for k, p in xmls.items()}
+    feed = list(item) if isinstance(item, tuple) else item
+    once = {}
+    for k, r in reqs.items():
+        for _ in range(3):
+            r.infer(feed)
+        t = time.perf_counter()
+        r.infer(feed)
+        once[k] = time.perf_counter() - t
+    rounds = int(np.clip(seconds / max(sum(once.values()), 1e-4), 10, 200))
+    times = {k: [] for k in reqs}
+    for _ in range(rounds):
+        for k, r in reqs.items():
+            t = time.perf_counter()
+            r.infer(feed)
+            times[k].append((time.perf_counter() - t) * 1e3)
+    return {k: round(float(np.median(v)), 3) for k, v in times.items()}
+
+
+def _provenance(spec, cal: Calibration, preset, budget, ignore) -> dict:
+    src = cal.src.resolve()
+    st = src.stat()
+    fp32 = convert.provenance_of(spec.id, "FP32") or {}
+    return {
+        "model_id": spec.id,
+        "precision": "INT8",
+        "fp32_source_sha256": fp32.get("source_sha256", ""),
+        "calibration_source": f"{src} ({st.st_size} bytes, mtime {int(st.st_mtime)})",
+        "calibration_frames": len(cal.calib_frames),
+        "preset": preset,
+        "ignore": ",".join(ignore),
+        "budget": json.dumps({k: budget[k] for k in metrics.BUDGET_KEYS[spec.stage]}, sort_keys=True),
+        "quantizer": f"edgegaze {__version__} / nncf {nncf.__version__} / openvino {ov.get_version().split('-')[0]}",
+    }
+
+
+def quantize_model(spec: zoo.ModelSpec, cal: Calibration, preset: str = "performance", budget: dict | None = None,
+                   ignore: tuple[str, ...] = (), full_sensitivity: bool = False, latency: bool = True,
+                   force: bool = False, out: Path | None = None, log=print, accuracy_control: bool = True) -> dict:
+    """Quantize one zoo model; returns its report (also written under `out`)."""
+    budget = budget or dict(metrics.DEFAULT_BUDGET)
+    if preset not in PRESETS:
+        raise EdgegazeError(f"unknown preset '{preset}'; valid: {', '.join(PRESETS)}")
+    fp32_xml = runtime.ir_file(spec.id, "FP32")
+    provenance = _provenance(spec, cal, preset, budget, ignore)
+    old = convert.provenance_of(spec.id, "INT8")
+    if not force and old is not None and all(old.get(k) == v for k, v in provenance.items()):
+        log(f"{spec.id} INT8: up to date ({paths.ir_dir(spec.id, 'INT8')})")
+        report_path = (out / spec.id / "report.json") if out else None
+        if report_path is not None and report_path.exists():
+            return json.loads(report_path.read_text())
+        return {"model_id": spec.id, "status": "up to date", "path": str(paths.ir_path(spec.id, "INT8"))}
+
+    t_start = time.time()
+    fp32 = _eval_core().read_model(str(fp32_xml))
+    items = cal.items(spec)
+    scorer = Scorer(spec, fp32, items, budget)
+    log(f"{spec.id}: {len(items.calib)} calibration / {len(items.val)} held-out items")
+
+    t = time.time()
+    try:
+        q = _quantize(fp32, items, preset, patterns=ignore)
+    except nncf.ValidationError as e:
+        raise EdgegazeError(f"{spec.id}: {e}") from None
+    calib_s = time.time() - t
+    plain_q = q
+    m = scorer(q)
+    attempts = [{"fp32_layers": [], "metrics": m, "violations": scorer.violations(m), "items": "all held-out"}]
+    all_layers = sensitivity.layers(q)
+    log(f"{spec.id}: INT8 ({len(all_layers)} layers) budget used {m['budget_used']:.2f}"
+        + (f" — {'; '.join(attempts[0]['violations'])}" if attempts[0]["violations"] else ""))
+
+    rows: list = []
+    kept_fp32: list[str] = []
+    search_s = 0.0
+    report_dir = out / spec.id if out else None
+    if attempts[0]["violations"]:
+        sub = Scorer(spec, fp32, items, budget, limit=SENSITIVITY_ITEMS)
+        t = time.time()
+        mixed, kept_fp32, tried = _mixed_precision(q, fp32, items, preset, ignore, scorer, sub, rows, log)
+        attempts += tried
+        search_s = time.time() - t
+        log(f"{spec.id}: mixed-precision search {search_s:.1f} s")
+        if mixed is None and accuracy_control:
+            log(f"{spec.id}: reverting the most sensitive layers was not enough; nncf.quantize_with_accuracy_control")
+            t = time.time()
+            ac = _accuracy_control(fp32, items, preset, ignore, scorer)
+            search_s += time.time() - t
+            m = scorer(ac)
+            quantized = {layer.name for layer in sensitivity.layers(ac)}
+            reverted = [layer.name for layer in all_layers if layer.name not in quantized]
+            attempts.append({"fp32_layers": reverted, "metrics": m, "violations": scorer.violations(m),
+                             "items": "all held-out, nncf.quantize_with_accuracy_control"})
+            log(f"  accuracy control: {len(reverted)} layer(s) in FP32, budget used {m['budget_used']:.2f} ({time.time() - t:.0f} s)")
+            if len(reverted) > MAX_AC_SHARE * len(all_layers):
+                attempts[-1]["violations"].append(f"{len(reverted)} of {len(all_layers)} layers left FP32 "
+                                                  f"(more than {MAX_AC_SHARE:.0%}: not an INT8 model any more)")
+            if not attempts[-1]["violations"]:
+                mixed, kept_fp32 = ac, reverted
+        if mixed is not None:
+            q = mixed
+    if full_sensitivity:
+        sub = Scorer(spec, fp32, items, budget, limit=SENSITIVITY_ITEMS)
+        rows = sensitivity.analyze(plain_q, fp32, sub, log=log)
+
+    ok = not attempts[-1]["violations"]
+    status = ("INT8" if not kept_fp32 else "mixed INT8/FP32") if ok else "kept FP32 (outside budget)"
+    report = {
+        "model_id": spec.id, "set": spec.set, "stage": spec.stage, "status": status, "preset": preset,
+        "calibration": {"source": str(cal.src), "frames": len(cal.calib_frames), "held_out_frames": len(cal.val_frames),
+                        "items": len(items.calib), "held_out_items": len(items.val),
+                        "held_out_noface": len(items.val_noface), "notes": items.notes},
+        "budget": scorer.budget, "metrics": attempts[-1]["metrics"], "violations": attempts[-1]["violations"],
+        "layers_total": len(all_layers), "layers_fp32": kept_fp32 if ok else [], "ignore": list(ignore),
+        "attempts": attempts, "calibration_s": round(calib_s, 2),
+        "mixed_precision_search_s": round(search_s, 1),
+    }
+    if ok:
+        path = convert.save_ir(q, spec.id, "INT8", {**provenance, "layers_fp32": ",".join(kept_fp32),
+                                                    "metrics": json.dumps(attempts[-1]["metrics"])})
+        report["path"] = str(path)
+        log(f"{spec.id}: wrote {path} ({status})")
+    else:
+        tried = ", ".join(f"{len(a['fp32_layers'])} ({'; '.join(a['violations']) or 'in budget'} on {a['items']})"
+                          for a in attempts[1:]) or "none"
+        ranked = [r["layer"] for r in sorted(rows, key=lambda r: r["only_fp32"]["budget_used"])]
+        report["reason"] = (f"INT8 outside budget ({'; '.join(attempts[0]['violations'])}); with the most sensitive "
+                            f"layers kept FP32 (up to {MAX_FP32_SHARE:.0%} of {len(all_layers)}), tried group sizes: {tried}; "
+                            f"most sensitive layers: {', '.join(ranked[:8]) or '-'}")
+        stale = paths.ir_path(spec.id, "INT8")
+        log(f"{spec.id}: keeps FP32, no INT8 written — {report['reason']}"
+            + (f" (an older INT8 at {stale} was left as it was)" if stale.exists() else ""))
+
+    # Intel's own INT8 against the same FP32 reference
+    intel = paths.ir_path(spec.id, INTEL_INT8)
+    if intel.exists():
+        im = scorer(intel)
+        report["intel_fp16_int8"] = {"metrics": im, "violations": scorer.violations(im)}
+    report["size_mb"] = {p: _dir_mb(spec.id, p) for p in ("FP32", "INT8", INTEL_INT8) if _dir_mb(spec.id, p)}
+    if latency:
+        xmls = {p: paths.ir_path(spec.id, p) for p in ("FP32", "INT8", INTEL_INT8) if paths.ir_path(spec.id, p).exists()}
+        if not ok:
+            xmls.pop("INT8", None)
+        report["latency_p50_ms"] = {str(n): latency_p50(xmls, items.val[0], n) for n in (1, 2)}
+    report["total_s"] = round(time.time() - t_start, 1)
+    if report_dir is not None:
+        _write_report(report, report_dir)
+        if rows:
+            keys = list(metrics.BUDGET_KEYS[spec.stage]) + ["budget_used"]
+            sensitivity.write_table(rows, keys, report_dir / "sensitivity.csv")
+            sensitivity.plot(rows, "budget_used", spec.id, report_dir / "sensitivity.png", attempts[0]["metrics"])
+    return report
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def _write_report(report: dict, folder: Path) -> None:
+    _atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))
+    keys = list(report["budget"])
+    lines = [f"# {report['model_id']} — {report['status']}", "",
+             f"Preset {report['preset']}; calibration {report['calibration']['items']} items from "
+             f"{report['calibration']['source']} ({report['calibration_s']} s); held-out "
+             f"{report['calibration']['held_out_items']} items (+{report['calibration']['held_out_noface']} no-face).", "",
+             "| | " + " | ".join(keys) + " | budget used |", "|---" * (len(keys) + 2) + "|",
+             "| budget | " + " | ".join(_fmt(report["budget"][k]) for k in keys) + " | 1 |"]
+    for a in report["attempts"]:
+        label = f"INT8, {len(a['fp32_layers'])} layer(s) FP32 ({a['items']})"
+        lines.append(f"| {label} | " + " | ".join(_fmt(a["metrics"].get(k)) for k in keys) + f" | {a['metrics']['budget_used']:.2f} |")
+    if "intel_fp16_int8" in report:
+        im = report["intel_fp16_int8"]["metrics"]
+        lines.append("| Intel FP16-INT8 | " + " | ".join(_fmt(im.get(k)) for k in keys) + f" | {im['budget_used']:.2f} |")
+    lines += ["", "| precision | size MB | p50 ms, 1 thread | p50 ms, 2 threads |", "|---|---|---|---|"]
+    lat = report.get("latency_p50_ms", {})
+    for p, mb in report["size_mb"].items():
+        lines.append(f"| {p} | {mb} | {_fmt(lat.get('1', {}).get(p))} | {_fmt(lat.get('2', {}).get(p))} |")
+    lines += ["", f"Layers kept FP32 ({len(report['layers_fp32'])} of {report['layers_total']}): "
+              + (", ".join(report["layers_fp32"]) or "none")]
+    if "reason" in report:
+        lines += ["", f"**Kept FP32:** {report['reason']}"]
+    lines += ["", "Notes: " + "; ".join(report["calibration"]["notes"])]
+    _atomic_write(folder / "report.md", "\n".join(lines) + "\n")
+
+
+def summary_markdown(reports: list[dict]) -> str:
+    lines = ["| model | status | metric drop (budget) | Intel FP16-INT8 drop | FP32 / INT8 MB | FP32 / INT8 / Intel ms @1t | @2t | FP32 layers | calib s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        if "budget" not in r:
+            lines.append(f"| {r['model_id']} | {r['status']} | | | | | | | |")
+            continue
+        drop = ", ".join(f"{k} {_fmt(r['metrics'].get(k))} ({_fmt(v)})" for k, v in r["budget"].items())
+        intel = r.get("intel_fp16_int8", {}).get("metrics", {})
+        intel_drop = ", ".join(f"{_fmt(intel.get(k))}" for k in r["budget"]) if intel else "-"
+        size = r["size_mb"]
+        lat = r.get("latency_p50_ms", {})
+        ms = lambda t: " / ".join(_fmt(lat.get(t, {}).get(p)) for p in ("FP32", "INT8", INTEL_INT8))  # noqa: E731
+        lines.append(f"| {r['model_id']} | {r['status']} | {drop} | {intel_drop} | {_fmt(size.get('FP32'))} / "
+                     f"{_fmt(size.get('INT8'))} | {ms('1')} | {ms('2')} | {len(r['layers_fp32'])}/{r['layers_total']} | {r['calibration_s']} |")
+    return "\n".join(lines) + "\n"
+
+
+def quantize(set_name: str | None = None, model_id: str | None = None, calib: str | Path = "", subset: int = 100,
+             preset: str = "performance", max_drop: list[str] | None = None, ignore: list[str] | None = None,
+             full_sensitivity: bool = False, latency: bool = True, force: bool = False,
+             out: str | Path = "results/quantize", log=print) -> list[dict]:
+    """Quantize the selected zoo models from one calibration source; writes INT8 IR and reports."""
+    specs = zoo.select(set_name, model_id)
+    budget = metrics.parse_budget(max_drop)
+    if subset < 8:
+        raise EdgegazeError(f"--subset {subset} is too small; calibration needs at least 8 frames")
+    for spec in specs:
+        runtime.ir_file(spec.id, "FP32")  # fail before any work if a model is not converted
+    cal = Calibration(calib, subset=subset, log=log)
+    out = Path(out)
+    reports = [quantize_model(s, cal, preset, budget, tuple(ignore or ()), full_sensitivity, latency, force, out, log)
+               for s in specs]
+    # the summary covers every model with a report in `out`, not only this run's
+    latest = {r["model_id"]: r for r in reports}
+    every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
+    every = [r for r in every if r is not None]
+    _atomic_write(out / "summary.md", summary_markdown(every))
+    _atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))
+    return reports
+
+
+def _read_report(out: Path, model_id: str) -> dict | None:
+    path = out / model_id / "report.json"
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,164 @@
+"""Pruning: the PyTorch form, NNCF unstructured and channel-structured pruning, distillation
+recovery and the exported IR, on real crops from the shared videos.
+
+Step counts are tiny (the suite runs on 2 cores); what few steps achieve is checked as
+"recovery reduces the error"; the accuracy budget itself is measured in benchmarks/bench_prune.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from pipeline import paths
+from pipeline.errors import EdgegazeError
+from conftest import read_frames, shared_path
+
+VIDEOS = ["video/udacity_demo_1080p.mp4", "video/webcam_640x480.mp4"]
+
+
+def test_missing_torch_names_the_extra(monkeypatch):
+    from pipeline.optimize import torch_forms
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ModuleNotFoundError
+    with pytest.raises(EdgegazeError, match=r'pip install -e "\.\[torch\]"'):
+        torch_forms.require_torch()
+
+
+def test_bad_arguments_are_one_line_errors(zoo_ready):
+    pytest.importorskip("torch", reason="torch not installed: pip install -e .[torch]")
+    from pipeline.optimize import prune
+
+    with pytest.raises(EdgegazeError, match="between 0 and 1"):
+        prune.prune("face-landmark", "structured", 1.0, "x")
+    with pytest.raises(EdgegazeError, match="unknown model"):
+        prune.prune("no-such-model", "structured", 0.3, "x")
+    with pytest.raises(EdgegazeError, match="no PyTorch form"):
+        prune.prune("face-detection-adas-0001", "unstructured", 0.5, "x")
+    with pytest.raises(EdgegazeError, match="unknown pruning method"):
+        prune.prune("face-landmark", "filters", 0.5, "x")
+
+
+@pytest.fixture(scope="module")
+def torch_mod():
+    return pytest.importorskip("torch", reason="torch not installed: pip install -e .[torch]")
+
+
+@pytest.fixture(scope="module")
+def sources():
+    return [str(shared_path(v)) for v in VIDEOS]
+
+
+@pytest.mark.parametrize("model_id", ["face-landmark", "iris-landmark"])
+def test_torch_form_matches_ir_on_real_crops(zoo_ready, torch_mod, sources, model_id):
+    from pipeline import zoo
+    from pipeline.optimize import crops, distill, prune, torch_forms
+    from pipeline.runtime import ir_file
+
+    spec = zoo.get(model_id)
+    data = crops.cut(model_id, sources[:1], max_frames=6, jitter=0)
+    module, _ = torch_forms.build(model_id)
+    ir = prune.f32_compile(ir_file(model_id, "FP32"))
+    for img in data.images[:6]:
+        batch = np.repeat(img[None], spec.batch, 0)
+        ref = ir([batch])
+        out = distill.run(module, crops.to_model_input(batch, spec.input))
+        for k, o in enumerate(out):
+            # 1e-4 of the output's scale: FaceMesh outputs are pixels up to ~190, where float32
+            # itself resolves ~1e-5 and the two runtimes sum in different orders
+            assert np.abs(o.reshape(ref[k].shape) - ref[k]).max() < 1e-4 * max(1.0, np.abs(ref[k]).max())
+
+
+def _run(model_id, method, ratio, tag, sources, **kw):
+    from pipeline.optimize import prune
+
+    try:
+        return prune.prune(model_id, method, ratio, sources, tag=tag, max_frames=24, latency=False, log=lambda *_: None, **kw)
+    except Exception:
+        shutil.rmtree(paths.ir_dir(model_id, tag), ignore_errors=True)
+        raise
+
+
+@pytest.fixture(scope="module")
+def unstructured(zoo_ready, torch_mod, sources):
+    report = _run("iris-landmark", "unstructured", 0.5, "TEST-PRUNED50", sources, steps=20)
+    yield report
+    shutil.rmtree(paths.ir_dir("iris-landmark", "TEST-PRUNED50"), ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def structured(zoo_ready, torch_mod, sources):
+    report = _run("iris-landmark", "structured", 0.5, "TEST-CH50", sources, steps=80, per_unit="uniform")
+    yield report
+    shutil.rmtree(paths.ir_dir("iris-landmark", "TEST-CH50"), ignore_errors=True)
+
+
+def test_unstructured_50_zeroes_half_the_weights_of_the_exported_ir(unstructured):
+    from pipeline.optimize.prune import ir_stats
+
+    stats = ir_stats(paths.ir_path("iris-landmark", "TEST-PRUNED50"))
+    assert stats["sparsity"] >= 0.499  # global magnitude: half of all conv weights, counted in the IR itself
+    assert unstructured["nncf_sparsity"] >= 0.499
+    assert stats["params"] == unstructured["dense"]["params"]  # same shapes, only zeros
+    assert stats["size_gzip_bytes"] < 0.8 * unstructured["dense"]["size_gzip_bytes"]
+    # the exported IR computes what the pruned PyTorch model computed
+    assert abs(unstructured["error_exported_ir"] - unstructured["error_after"]) < 0.05
+
+
+def test_structured_makes_the_exported_ir_smaller(structured):
+    dense, pruned = structured["dense"], structured["pruned"]
+    assert pruned["params"] < 0.8 * dense["params"]
+    assert pruned["macs"] < 0.8 * dense["macs"]
+    assert pruned["sparsity"] < 0.05  # dense graph, not zeros
+
+
+def test_distillation_recovers_structured_pruning(structured):
+    # 80 steps do not reach the 1% IOD budget (the benchmark measures that with longer runs), but
+    # they must take back most of what pruning broke.
+    assert structured["error_after"] < 0.6 * structured["error_before"]
+    assert abs(structured["error_exported_ir"] - structured["error_after"]) < 0.05
+
+
+def test_pruned_iris_ir_tracks_the_original_on_real_eyes(structured, sources):
+    """The pruned IR loads by tag like any precision and, on real eye crops fed as u8 BGR the way
+    the pipeline feeds it, puts the iris centre near the original's."""
+    from pipeline.optimize import crops
+    from pipeline.runtime import load
+
+    data = crops.cut("iris-landmark", sources[1:], max_frames=4, jitter=0)
+    fp32, pruned = load("iris-landmark", "FP32"), load("iris-landmark", "TEST-CH50")
+    for i in range(0, len(data.images) - 1, 2):
+        pair = data.images[i:i + 2]
+        a, b = fp32([pair]), pruned([pair])
+        assert [o.shape for o in a.values()] == [o.shape for o in b.values()]
+        ca, cb = a[1].reshape(2, 5, 3)[:, 0, :2], b[1].reshape(2, 5, 3)[:, 0, :2]
+        assert np.all(np.linalg.norm(ca - cb, axis=1) / data.iod[i:i + 2] < 0.1)  # within 10% IOD after 80 steps
+        assert np.all((cb > 0) & (cb < 64))  # inside the eye crop
+
+
+def test_structured_omz_landmarks_run_in_the_landmarks_stage(zoo_ready, torch_mod, sources):
+    """Channel-pruned OMZ 5-point landmarks drive the real stage: eyes inside the face box."""
+    from pipeline.results import FaceResult
+    from pipeline.runtime import load
+    from pipeline.stages.omz_landmarks import FivePointLandmarks
+    from pipeline.stages.ssd_face import SSDFace
+
+    tag = "TEST-CH30"
+    try:
+        report = _run("landmarks-regression-retail-0009", "structured", 0.3, tag, sources, steps=30, per_unit="uniform")
+        assert report["pruned"]["macs"] < report["dense"]["macs"]
+        detector = SSDFace(load("face-detection-retail-0004", "FP32"))
+        stage = FivePointLandmarks(load("landmarks-regression-retail-0009", tag))
+        frame = read_frames(VIDEOS[0], [0])[0]
+        faces = detector(frame)
+        assert faces
+        lm = stage(frame, FaceResult(face=faces[0]))
+        x0, y0, x1, y1 = faces[0].box
+        for eye in (lm.right_eye, lm.left_eye):
+            assert x0 <= eye[0] <= x1 and y0 <= eye[1] <= y1
+        assert lm.right_eye[0] < lm.left_eye[0]
+    finally:
+        shutil.rmtree(paths.ir_dir("landmarks-regression-retail-0009", tag), ignore_errors=True)
