@@ -3,7 +3,8 @@
 Screen directions follow the user facing the screen with the camera on top of it, the frame not
 mirrored (what OpenCV delivers from a webcam): when the subject turns or looks to *their* left
 (image right), the pointer goes to the screen's left; looking up moves it up. A mirrored input
-reverses x; `mirror=True` undoes that.
+reverses x; `mirror=True` undoes that (head and relative modes; a gaze calibration made on
+the same input already accounts for it).
 
 Modes:
 - head: head yaw/pitch relative to a neutral pose -> absolute point (a head pointer, like
@@ -122,9 +123,8 @@ class Mapper:
             angles = face_angles(face)
             if angles is None:
                 return None
+            # no mirror flip: a calibration made on the same (mirrored or not) input absorbs it
             point = self.gaze_model.predict(angles[None])[0]
-            if c.mirror:
-                point[0] = self.screen.width - 1 - point[0]
             return self.screen.centre + sens * (point - self.screen.centre)
 
         if self.mode == "head":

@@ -1,0 +1,102 @@
+"""Hands-free clicks and the eyes-closed gesture. Both clicks are off by default.
+
+Dwell: the pointer stays within `radius_px` for `time_s` -> one click; it re-arms only after the
+pointer leaves the radius, so resting on a button does not click it again and again.
+Blink: both eyes closed for at least `min_s` and at most `max_s` -> a click; a longer closure is
+not a click (it is the pause gesture, see EyesClosedGesture).
+Eyes closed: the eye-state model when the pipeline ran one (probability open < threshold), else
+the eye aspect ratio of FaceMesh landmarks (Soukupova & Cech 2016) below `ear_threshold`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.results import FaceResult
+
+# FaceMesh-468 indices: p1..p6 of Soukupova & Cech's EAR (corner, top, top, corner, bottom, bottom).
+EAR_RIGHT = (33, 160, 158, 133, 153, 144)
+EAR_LEFT = (362, 385, 387, 263, 373, 380)
+
+
+def eye_aspect_ratio(points: np.ndarray, idx) -> float:
+    p = np.asarray(points)[list(idx), :2]
+    return float((np.linalg.norm(p[1] - p[5]) + np.linalg.norm(p[2] - p[4]))
+                 / (2.0 * np.linalg.norm(p[0] - p[3]) + 1e-9))
+
+
+def eyes_closed(face: FaceResult, open_threshold: float = 0.5, ear_threshold: float = 0.18) -> bool | None:
+    """True when both eyes are closed, False when not, None when nothing tells."""
+    if face.eye_state is not None:
+        es = face.eye_state
+        return es.right_prob < open_threshold and es.left_prob < open_threshold
+    lm = face.landmarks
+    if lm is not None and len(lm.points) >= 468:
+        ear = (eye_aspect_ratio(lm.points, EAR_RIGHT) + eye_aspect_ratio(lm.points, EAR_LEFT)) / 2
+        return ear < ear_threshold
+    return None
+
+
+class DwellClicker:
+    def __init__(self, time_s: float = 1.0, radius_px: float = 30.0):
+        self.time_s, self.radius_px = time_s, radius_px
+        self.reset()
+
+    def reset(self) -> None:
+        self._anchor, self._since, self._armed = None, 0.0, True
+
+    def __call__(self, t: float, xy) -> bool:
+        xy = np.asarray(xy, dtype=np.float64)
+        if self._anchor is None or np.hypot(*(xy - self._anchor)) > self.radius_px:
+            self._anchor, self._since, self._armed = xy, t, True
+            return False
+        if self._armed and t - self._since >= self.time_s:
+            self._armed = False
+            return True
+        return False
+
+
+class ClosureTimer:
+    """Tracks how long both eyes have been closed; reports the closure when the eyes reopen."""
+
+    def __init__(self):
+        self._closed_since: float | None = None
+
+    def __call__(self, t: float, closed: bool) -> tuple[float, float | None]:
+        """Returns (seconds closed so far, length of a closure that just ended or None)."""
+        if closed:
+            if self._closed_since is None:
+                self._closed_since = t
+            return t - self._closed_since, None
+        ended = None if self._closed_since is None else t - self._closed_since
+        self._closed_since = None
+        return 0.0, ended
+
+
+class BlinkClicker:
+    def __init__(self, min_s: float = 0.2, max_s: float = 0.7):
+        self.min_s, self.max_s = min_s, max_s
+        self._timer = ClosureTimer()
+
+    def __call__(self, t: float, closed: bool) -> bool:
+        _, ended = self._timer(t, closed)
+        return ended is not None and self.min_s <= ended <= self.max_s
+
+
+class EyesClosedGesture:
+    """Eyes closed for `hold_s` -> fires once (the app toggles pause); re-arms when they open."""
+
+    def __init__(self, hold_s: float = 1.0):
+        self.hold_s = hold_s
+        self._timer = ClosureTimer()
+        self._fired = False
+
+    def __call__(self, t: float, closed: bool) -> bool:
+        held, _ = self._timer(t, closed)
+        if not closed:
+            self._fired = False
+            return False
+        if held >= self.hold_s and not self._fired:
+            self._fired = True
+            return True
+        return False

@@ -1,0 +1,151 @@
+"""Unit tests of the pointer-control maths on small synthetic inputs (no models, no display)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pipeline.control import calibration as cal
+from pipeline.control.clicks import BlinkClicker, DwellClicker, EyesClosedGesture
+from pipeline.control.filters import PointFilter
+from pipeline.control.mapping import MotionConfig, Screen, curve, shape_step
+from pipeline.errors import EdgegazeError
+
+
+def test_importing_control_needs_no_display():
+    code = ("import sys, pipeline.control.app, pipeline.control.mouse; "
+            "assert 'pyautogui' not in sys.modules, 'pyautogui imported eagerly'")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+def test_no_display_is_one_line_suggesting_dry_run():
+    from pipeline.control.mouse import PyAutoGUIBackend
+
+    old = os.environ.pop("DISPLAY", None)
+    try:
+        if sys.platform.startswith("linux"):
+            with pytest.raises(EdgegazeError, match="--dry-run") as e:
+                PyAutoGUIBackend()
+            assert "\n" not in str(e.value)
+    finally:
+        if old is not None:
+            os.environ["DISPLAY"] = old
+
+
+def test_one_euro_filter_holds_a_constant_and_follows_a_step():
+    f = PointFilter(min_cutoff=1.0, beta=0.0)
+    out = [f((100.0, 50.0), t / 30) for t in range(10)]
+    assert np.allclose(out, [[100, 50]] * 10)
+    out = [f((200.0, 50.0), (10 + t) / 30) for t in range(90)]
+    assert 100 < out[0][0] < 200 and abs(out[-1][0] - 200) < 1  # lags, then converges
+
+
+def test_one_euro_filter_cuts_white_noise_and_beta_cuts_lag():
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 5, size=(300, 2)) + 500
+    f = PointFilter(min_cutoff=0.5, beta=0.0)
+    out = np.array([f(p, i / 30) for i, p in enumerate(noise)])
+    assert np.mean(np.abs(np.diff(noise[30:, 0]))) / np.mean(np.abs(np.diff(out[30:, 0]))) > 5
+    ramp = np.stack([np.arange(60) * 20.0, np.zeros(60)], 1)  # 600 px/s
+    lag = {}
+    for beta in (0.0, 0.01):
+        f = PointFilter(min_cutoff=0.5, beta=beta)
+        lag[beta] = ramp[-1, 0] - [f(p, i / 30) for i, p in enumerate(ramp)][-1][0]
+    assert lag[0.01] < lag[0.0] / 2
+
+
+def test_curve_dead_zone_and_acceleration():
+    assert np.all(curve([0.3, -0.3], 0.5, 10, 1.3) == 0)
+    v = curve([5.5, -10.5], 0.5, 10, 2.0)
+    assert v[0] == pytest.approx(0.25) and v[1] == pytest.approx(-1.0)
+
+
+def test_shape_step_speed_limit_dead_zone_and_clamp():
+    s = Screen(1280, 800)
+    m = MotionConfig(dead_zone_px=5, max_speed_px_s=300)
+    assert np.array_equal(shape_step((100, 100), (103, 102), 1 / 30, m, s), [100, 100])
+    step = shape_step((100, 100), (400, 100), 1 / 30, m, s)
+    assert step[0] == pytest.approx(110)
+    corner = shape_step((5, 5), (-500, -500), 1.0, MotionConfig(), s)
+    assert tuple(corner) == (1, 1)  # on screen and off the fail-safe corner (0, 0)
+
+
+def test_target_layouts():
+    assert len(cal.target_points(9, 1280, 800)) == 9
+    five = cal.target_points("5", 1280, 800)
+    assert len(five) == 5 and tuple(five[0]) == (639.5, 399.5)
+    grid = cal.target_points("3x4", 1280, 800)
+    assert len(grid) == 12 and grid[:, 0].min() > 0 and grid[:, 0].max() < 1279
+    with pytest.raises(EdgegazeError):
+        cal.target_points("x", 100, 100)
+
+
+def _synthetic(points, rng, per=20):
+    """Angles that a known quadratic map sends to the targets, plus noise."""
+    samples = {}
+    for k, (x, y) in enumerate(points):
+        u, v = (x - 640) / 640, (y - 400) / 400
+        head = rng.normal(0, 2, size=(per, 2))
+        gyaw = -25 * u - 3 * u * u - 0.5 * head[:, 0] + rng.normal(0, 0.3, per)
+        gpitch = -15 * v + 2 * u * v - 0.5 * head[:, 1] + rng.normal(0, 0.3, per)
+        samples[k] = list(np.column_stack([gyaw, gpitch, head]))
+    return samples
+
+
+def test_calibration_recovers_a_known_mapping_and_round_trips(tmp_path):
+    rng = np.random.default_rng(0)
+    screen = cal.ScreenGeometry(1280, 800, 344, 215, 600)
+    points = cal.target_points("4x4", 1280, 800)
+    c = cal.fit(points, _synthetic(points, rng), screen, user="t")
+    assert c.validation["mean_error_px"] < 40 and c.validation["mean_error_deg"] < 1.0
+    path = c.save(tmp_path / "c.json")
+    again = cal.Calibration.load(path, 1280, 800)
+    x = np.array(_synthetic(points[:1], rng)[0])
+    assert np.allclose(again.model.predict(x), c.model.predict(x))
+    with pytest.raises(EdgegazeError, match="made for a 1280x800 screen, this one is 1920x1080"):
+        cal.Calibration.load(path, 1920, 1080)
+
+
+def test_calibration_bad_files(tmp_path):
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(EdgegazeError, match="not an edgegaze calibration"):
+        cal.Calibration.load(tmp_path / "bad.json", 1, 1)
+    (tmp_path / "t.csv").write_text("frame,x\n1,2\n")
+    with pytest.raises(EdgegazeError, match="frame,x_px,y_px"):
+        cal.read_targets_csv(tmp_path / "t.csv")
+    (tmp_path / "s.json").write_text('{"width_px": 10}')
+    with pytest.raises(EdgegazeError, match="width_mm"):
+        cal.ScreenGeometry.load(tmp_path / "s.json")
+
+
+def test_steady_sampler_waits_for_settle_and_steadiness():
+    s = cal.SteadySampler(settle_s=0.3, window=5, steady_deg=1.0)
+    s.start(0.0)
+    steady = [s(i / 30, np.array([1.0, 2.0, 0, 0])) for i in range(20)]
+    assert not any(steady[:9]) and all(steady[9:])
+    s.start(1.0)
+    jumpy = [s(1 + i / 30, np.array([5.0 * (i % 2), 0, 0, 0])) for i in range(20)]
+    assert not any(jumpy)
+
+
+def test_dwell_clicks_once_per_rest():
+    d = DwellClicker(time_s=1.0, radius_px=20)
+    clicks = [d(i / 30, (100 + (i % 3), 100)) for i in range(90)]
+    assert sum(clicks) == 1 and clicks.index(True) == 30
+    assert not d(3.1, (100, 100))
+    assert not d(3.2, (300, 100))  # moved away: re-armed
+    assert d(4.3, (305, 100))
+
+
+def test_blink_click_and_pause_gesture():
+    b, g = BlinkClicker(min_s=0.2, max_s=0.7), EyesClosedGesture(hold_s=1.0)
+    timeline = [False] * 10 + [True] * 3 + [False] * 10 + [True] * 12 + [False] * 10 + [True] * 40 + [False] * 5
+    clicks = [b(i / 30, c) for i, c in enumerate(timeline)]
+    gestures = [g(i / 30, c) for i, c in enumerate(timeline)]
+    assert sum(clicks) == 1  # 0.1 s is a natural blink, 0.4 s a click, 1.3 s a gesture
+    assert sum(gestures) == 1 and gestures.index(True) == 10 + 3 + 10 + 12 + 10 + 30
