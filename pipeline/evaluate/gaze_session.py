@@ -1,0 +1,204 @@
+"""Gaze-on-screen accuracy of a recorded session, with the mouse app's calibration.
+
+A session (datasets.load_session) is a video of a person looking at known screen points
+(targets.csv). The pipeline runs over the video as the mouse app would (tracking on, one face);
+samples are collected with the app's own SteadySampler and calibration.samples_from_session,
+and the app's regression (calibration.GazeModel) is validated leave-one-target-out: each target's
+samples are predicted by a model fitted on all the other targets. Any fit/predict pair can stand
+in for GazeModel (`model=`), for comparing calibration methods.
+
+Errors per sample: on-screen distance in px and mm (screen.json's px pitch), and the visual angle
+at the eye between the rays to the predicted and the true point, the eye `distance` in front of the
+screen centre. The distance is screen.json's distance_mm when given ("distance_source":
+"screen.json"); otherwise it is estimated from the face: distance = f * 63 mm / eye distance in
+px (corrected for head yaw by 1/cos(yaw)), with 63 mm the mean adult interpupillary distance and
+f the focal length in px of a webcam with a 60 deg horizontal field of view ("face size").
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import EdgegazeError
+from pipeline.evaluate import common, datasets, metrics, tables
+
+NEEDS = ("face", "landmarks", "head_pose", "gaze")
+MEAN_IPD_MM = 63.0
+WEBCAM_HFOV_DEG = 60.0
+MIN_TARGETS = 3
+
+
+class EveryFrame:
+    """A sampler that keeps every frame with a face (calibration.SteadySampler's interface)."""
+
+    def start(self, t: float) -> None:
+        pass
+
+    def __call__(self, t: float, angles) -> bool:
+        return angles is not None
+
+
+def run_session(pipeline, session: datasets.Session):
+    """(index, timestamp, FaceResult | None) for every frame up to the last target, plus the frame width."""
+    from pipeline.sources import open_source
+
+    last = max(session.targets)
+    source = open_source(str(session.video), max_frames=last + 1)
+    pipeline.reset()
+    frames, width = [], None
+    for fr in pipeline.run(source):
+        width = fr.shape[1]
+        frames.append((fr.index, fr.timestamp, fr.faces[0] if fr.faces else None))
+    if len(frames) <= last:
+        raise EdgegazeError(f"{session.video} has {len(frames)} frames but targets.csv lists frame {last}")
+    return frames, width
+
+
+def face_distance_mm(faces: list, frame_width: int) -> float | None:
+    """Median camera distance from the eye distance in px (see the module docstring)."""
+    f_px = frame_width / 2 / math.tan(math.radians(WEBCAM_HFOV_DEG / 2))
+    d = []
+    for face in faces:
+        if face is None or face.landmarks is None:
+            continue
+        eye_px = float(np.linalg.norm(face.landmarks.left_eye - face.landmarks.right_eye))
+        yaw = face.head_pose.yaw if face.head_pose is not None else 0.0
+        if eye_px > 1:
+            d.append(f_px * MEAN_IPD_MM * math.cos(math.radians(min(abs(yaw), 60.0))) / eye_px)
+    return float(np.median(d)) if d else None
+
+
+def leave_one_target_out(targets: np.ndarray, samples: dict, model) -> list[tuple[int, np.ndarray]]:
+    """[(target index, predicted points (n, 2))] with each target predicted by a model fitted on the others.
+    model() returns a fresh object with fit(x, y) and predict(x)."""
+    out = []
+    for held in sorted(samples):
+        train = [i for i in sorted(samples) if i != held]
+        x = np.concatenate([np.asarray(samples[i], np.float64) for i in train])
+        y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in train])
+        m = model()
+        m.fit(x, y)
+        out.append((held, np.asarray(m.predict(np.asarray(samples[held], np.float64))).reshape(-1, 2)))
+    return out
+
+
+def errors(targets: np.ndarray, predictions, screen: dict, distance_mm: float) -> dict:
+    size_px = np.array([screen["width_px"], screen["height_px"]], np.float64)
+    mm_per_px = np.array([screen["width_mm"], screen["height_mm"]]) / size_px
+    per_target, px, mm, deg = [], [], [], []
+    for k, pred in predictions:
+        true = np.repeat(targets[k][None], len(pred), 0)
+        e_px = np.hypot(*(pred - true).T)
+        e_mm = np.hypot(*((pred - true) * mm_per_px).T)
+        e_deg = metrics.visual_angle_deg(pred, true, mm_per_px, distance_mm, size_px)
+        px.append(e_px), mm.append(e_mm), deg.append(e_deg)
+        per_target.append({"target": k, "x_px": targets[k][0], "y_px": targets[k][1], "samples": len(pred),
+                           "mean_pred": pred.mean(0), "error_px": e_px.mean(), "error_deg": e_deg.mean()})
+    px, mm, deg = (np.concatenate(a) for a in (px, mm, deg))
+    return {"samples": len(px), "mean_px": px.mean(), "median_px": np.median(px), "mean_mm": mm.mean(),
+            "median_mm": np.median(mm), "mean_deg": deg.mean(), "median_deg": np.median(deg),
+            "per_target": per_target}
+
+
+def evaluate_frames(frames, frame_width: int, session: datasets.Session, model=None, steady: bool = True) -> dict:
+    """Everything after inference: samples, cross-validation, errors (testable without models)."""
+    from pipeline.control import calibration
+
+    model = model or calibration.GazeModel
+    sampler = calibration.SteadySampler() if steady else EveryFrame()
+    targets, samples = calibration.samples_from_session(frames, session.targets, sampler)
+    if len([k for k in samples if samples[k]]) < MIN_TARGETS:
+        raise EdgegazeError(
+            f"{session.root}: only {len(samples)} of {len(targets)} targets got gaze samples (a face with gaze in "
+            f"{'steady ' if steady else ''}frames); leave-one-target-out needs {MIN_TARGETS}"
+            + ("; try --all-frames" if steady else ""))
+    distance, source = session.screen["distance_mm"], "screen.json"
+    if distance is None:
+        distance, source = face_distance_mm([f for _, _, f in frames], frame_width), "face size"
+        if distance is None:
+            raise EdgegazeError(f"{session.root}: screen.json has no distance_mm and no face had eyes to estimate it")
+    row = errors(targets, leave_one_target_out(targets, samples, model), session.screen, distance)
+    row.update(targets=len(targets), targets_used=len(samples), distance_mm=distance, distance_source=source,
+               frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames))
+    return row
+
+
+COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", "targets", "d"),
+           ("samples", "samples", "d"), ("mean_px", "mean px", ".0f"), ("median_px", "median px", ".0f"),
+           ("mean_mm", "mean mm", ".1f"), ("median_mm", "median mm", ".1f"), ("mean_deg", "mean deg", ".2f"),
+           ("median_deg", "median deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
+           ("distance_source", "distance from", "")]
+
+
+def evaluate(path, models="mediapipe", precisions="FP32", out=None, video=None, steady: bool = True,
+             degree: int = 2, alpha: float = 0.05, overrides: dict | None = None, log=print) -> dict:
+    from pipeline.control import calibration
+
+    session = datasets.load_session(path, video)
+    rows = []
+    for models_set, precision, pipeline in common.configs(models, precisions, NEEDS, overrides, log,
+                                                          tracking=True, max_faces=1):
+        row = {"set": models_set, "precision": precision}
+        if isinstance(pipeline, str):
+            rows.append({**row, "error": pipeline})
+            continue
+        frames, width = run_session(pipeline, session)
+        row.update(evaluate_frames(frames, width, session, lambda: calibration.GazeModel(degree=degree, alpha=alpha),
+                                   steady), stages=", ".join(pipeline.names[k] for k in NEEDS))
+        rows.append(row)
+        log(f"{models_set} {precision}: mean {row['mean_px']:.0f} px, {row['mean_deg']:.2f} deg over "
+            f"{row['samples']} samples of {row['targets_used']} targets")
+    common.require_rows(rows)
+    report = common.rounded({
+        "evaluation": "gaze-session", "path": str(path), "video": str(session.video), "screen": session.screen,
+        "method": f"leave-one-target-out, calibration.GazeModel(degree={degree}, alpha={alpha}), "
+                  f"{'steady samples (calibration.SteadySampler)' if steady else 'every frame with a face'}",
+        "rows": rows})
+    if out:
+        tables.write_outputs(out, "gaze_session", report, markdown(report),
+                             {"per_target": per_target_plot(report), "screen": screen_plot(report)})
+    return report
+
+
+def markdown(report: dict) -> str:
+    rows = [r for r in report["rows"] if "error" not in r]
+    src = {r["distance_source"] for r in rows}
+    text = (f"# Gaze session: {Path(report['path']).name}\n\n`{report['video']}` on a {report['screen']['width_px']}x"
+            f"{report['screen']['height_px']} px screen; {report['method']}. Visual angle at a viewing distance from "
+            f"{' / '.join(sorted(src)) or '-'}.\n\n")
+    return text + tables.markdown_table(COLUMNS, report["rows"])
+
+
+def per_target_plot(report: dict):
+    rows = [r for r in report["rows"] if "error" not in r]
+    targets = sorted({t["target"] for r in rows for t in r["per_target"]})
+    series = {f"{r['set']} {r['precision']}": [next((t["error_deg"] for t in r["per_target"] if t["target"] == k), None)
+                                               for k in targets] for r in rows}
+    return tables.grouped_bars([f"#{k + 1}" for k in targets], series, "mean error (deg)",
+                               "Gaze error per target (leave-one-target-out)")
+
+
+def screen_plot(report: dict):
+    import matplotlib.pyplot as plt
+
+    w, h = report["screen"]["width_px"], report["screen"]["height_px"]
+    fig, ax = plt.subplots(figsize=(6, 6 * h / w + 0.6))
+    rows = [r for r in report["rows"] if "error" not in r]
+    if rows:
+        t = np.array([[p["x_px"], p["y_px"]] for p in rows[0]["per_target"]])
+        ax.scatter(t[:, 0], t[:, 1], marker="+", s=120, c="k", label="targets")
+    for r in rows:
+        p = np.array([[q["mean_pred"][0], q["mean_pred"][1]] for q in r["per_target"]])
+        t = np.array([[q["x_px"], q["y_px"]] for q in r["per_target"]])
+        line = ax.scatter(p[:, 0], p[:, 1], s=25, label=f"{r['set']} {r['precision']} (mean prediction)")
+        for a, b in zip(t, p):
+            ax.plot([a[0], b[0]], [a[1], b[1]], color=line.get_facecolor()[0], lw=0.8)
+    ax.set_xlim(0, w)
+    ax.set_ylim(h, 0)  # screen y grows downward
+    ax.set_aspect("equal")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Targets and leave-one-target-out predictions", fontsize=10)
+    return fig

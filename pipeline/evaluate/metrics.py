@@ -1,0 +1,102 @@
+"""Metrics: box IoU and matching, angle errors, landmark NME, detection AP, visual angle."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box in a (N, 4) with every box in b (M, 4), [x0, y0, x1, y1] -> (N, M)."""
+    a, b = np.asarray(a, np.float64).reshape(-1, 4), np.asarray(b, np.float64).reshape(-1, 4)
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
+    area = lambda x: np.prod(np.clip(x[:, 2:] - x[:, :2], 0, None), axis=1)  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def best_match(boxes: np.ndarray, target: np.ndarray, min_iou: float) -> int | None:
+    """Index of the box overlapping `target` most, if that IoU reaches min_iou."""
+    if len(boxes) == 0:
+        return None
+    ious = iou_matrix(target, boxes)[0]
+    k = int(np.argmax(ious))
+    return k if ious[k] >= min_iou else None
+
+
+def angle_error(pred, true) -> np.ndarray:
+    """|pred - true| in degrees, wrapped to [0, 180]."""
+    d = (np.asarray(pred, np.float64) - np.asarray(true, np.float64) + 180.0) % 360.0 - 180.0
+    return np.abs(d)
+
+
+def nme(pred: np.ndarray, true: np.ndarray, norm: float) -> float:
+    """Mean point-to-point distance divided by `norm` (e.g. the inter-ocular distance)."""
+    d = np.linalg.norm(np.asarray(pred, np.float64)[:, :2] - np.asarray(true, np.float64)[:, :2], axis=1)
+    return float(d.mean() / norm)
+
+
+def inter_ocular(points68: np.ndarray) -> float:
+    """Distance between the outer eye corners (ibug points 36 and 45), the 300-W normaliser."""
+    return float(np.linalg.norm(points68[36] - points68[45]))
+
+
+def match_detections(gt: np.ndarray, det: np.ndarray, scores: np.ndarray, iou_thr: float = 0.5,
+                     ignore: np.ndarray | None = None) -> np.ndarray:
+    """PASCAL VOC greedy matching of one image: detections by falling score take the unmatched
+    ground-truth box they overlap most (if >= iou_thr). Returns per detection 1 (true positive),
+    0 (false positive) or -1 (matched an ignored box: counts as neither)."""
+    order = np.argsort(-np.asarray(scores))
+    out = np.zeros(len(det), int)
+    if len(gt) == 0:
+        return out
+    ignore = np.zeros(len(gt), bool) if ignore is None else np.asarray(ignore, bool)
+    ious = iou_matrix(det, gt)
+    taken = np.zeros(len(gt), bool)
+    for i in order:
+        j = int(np.argmax(ious[i]))
+        if ious[i, j] < iou_thr:
+            continue
+        if ignore[j]:
+            out[i] = -1
+        elif not taken[j]:
+            taken[j], out[i] = True, 1
+    return out
+
+
+def average_precision(scores: np.ndarray, hits: np.ndarray, n_gt: int) -> dict:
+    """VOC all-point AP (VOC2010+): area under the precision envelope over recall.
+
+    scores, hits: every detection of the dataset (hits from match_detections; -1 rows dropped)."""
+    scores, hits = np.asarray(scores, np.float64), np.asarray(hits)
+    keep = hits >= 0
+    scores, hits = scores[keep], hits[keep]
+    if n_gt == 0:
+        return {"ap": float("nan"), "recall": np.zeros(0), "precision": np.zeros(0)}
+    order = np.argsort(-scores, kind="stable")
+    tp = np.cumsum(hits[order] == 1)
+    fp = np.cumsum(hits[order] == 0)
+    recall = tp / n_gt
+    precision = tp / np.maximum(tp + fp, 1)
+    r = np.concatenate([[0.0], recall, [1.0]])
+    p = np.concatenate([[0.0], precision, [0.0]])
+    p = np.maximum.accumulate(p[::-1])[::-1]  # precision envelope
+    steps = np.nonzero(r[1:] != r[:-1])[0]
+    ap = float(np.sum((r[steps + 1] - r[steps]) * p[steps + 1]))
+    return {"ap": ap, "recall": recall, "precision": precision}
+
+
+def visual_angle_deg(pred_px: np.ndarray, true_px: np.ndarray, mm_per_px: np.ndarray, distance_mm: float,
+                     screen_px: np.ndarray) -> np.ndarray:
+    """Angle at the eye between the rays to the predicted and the true screen point, the eye sitting
+    `distance_mm` in front of the screen centre. mm_per_px: (2,) horizontal and vertical pitch."""
+    centre = np.asarray(screen_px, np.float64) / 2.0
+
+    def rays(px):
+        mm = (np.asarray(px, np.float64).reshape(-1, 2) - centre) * mm_per_px
+        return np.column_stack([mm, np.full(len(mm), float(distance_mm))])
+
+    a, b = rays(pred_px), rays(true_px)
+    cos = np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))

@@ -1,0 +1,104 @@
+"""Evaluation outputs: JSON (everything), Markdown (one row per set x precision) and PNG plots,
+each written atomically into the --out folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from pipeline.errors import EdgegazeError  # noqa: E402
+
+
+def _atomic(path: Path, write) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def out_dir(out) -> Path:
+    path = Path(out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EdgegazeError(f"cannot create output folder {path}: {e.strerror}") from None
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    return _atomic(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_json(path: Path, data) -> Path:
+    return write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def save_png(fig, path: Path) -> Path:
+    try:
+        return _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
+
+
+def fmt(value, spec: str = ".2f") -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "-"
+    return format(value, spec) if isinstance(value, (int, float)) and spec else str(value)
+
+
+def markdown_table(columns: list[tuple[str, str, str]], rows: list[dict]) -> str:
+    """columns: (row key, header, format spec); rows with an "error" show it in place of figures."""
+    head = "| " + " | ".join(h for _, h, _ in columns) + " |"
+    lines = [head, "|" + "|".join("---" for _ in columns) + "|"]
+    for r in rows:
+        if "error" in r:
+            cells = [fmt(r.get(k), "") if k in ("set", "precision") else "" for k, _, _ in columns]
+            cells[-1] = f"not run: {r['error']}"
+        else:
+            cells = [fmt(r.get(k), spec) for k, _, spec in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def grouped_bars(groups: list[str], series: dict[str, list], ylabel: str, title: str):
+    """A bar chart, one group per x label and one bar per series; None values are left empty."""
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(groups) + 2), 3.6))
+    width = 0.8 / max(len(series), 1)
+    x = np.arange(len(groups))
+    for i, (name, values) in enumerate(series.items()):
+        v = [np.nan if value is None else value for value in values]
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, v, width, label=name)
+    ax.set_xticks(x, groups)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    if series:
+        ax.legend(fontsize=8)
+    return fig
+
+
+def write_outputs(out, kind: str, report: dict, markdown: str, figures: dict | None = None) -> list[Path]:
+    """<out>/<kind>.json, <kind>.md and <kind>_<name>.png; returns the paths written."""
+    folder = out_dir(out)
+    paths = []
+    for name, fig in (figures or {}).items():
+        paths.append(save_png(fig, folder / f"{kind}_{name}.png"))
+    if paths:
+        markdown += "\n" + "".join(f"![{p.stem}]({p.name})\n" for p in paths)
+        report = {**report, "plots": [p.name for p in paths]}
+    paths.insert(0, write_text(folder / f"{kind}.md", markdown))
+    paths.insert(0, write_json(folder / f"{kind}.json", report))
+    return paths
