@@ -64,6 +64,82 @@ def _run(args) -> int:
     return 130 if s.interrupted else 0
 
 
+def _report(args) -> int:
+    from pipeline.report.model_report import build_report
+
+    build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
+                 frames=args.frames, cpu_tdp_w=args.cpu_tdp)
+    print(f"wrote report.json, report.md and plots to {args.out}")
+    return 0
+
+
+def _mouse(args) -> int:
+    from pipeline.control import app
+
+    return app.mouse_command(args)
+
+
+def _optimize_quantize(args) -> int:
+    from pipeline.optimize import quantize
+
+    reports = quantize.quantize(args.set, args.model, args.calib, subset=args.subset, preset=args.preset,
+                                max_drop=args.max_drop, ignore=args.ignore, full_sensitivity=args.sensitivity,
+                                force=args.force, out=args.out)
+    print(quantize.summary_markdown(reports), end="")
+    return 0 if all(not r.get("violations") for r in reports) else 1
+
+
+def _optimize_prune(args) -> int:
+    from pipeline.optimize import prune
+
+    report = prune.prune(args.model, args.method, args.ratio, args.calib, steps=args.steps, then_int8=args.then_int8,
+                         tag=args.tag, per_unit=args.per_unit, max_frames=args.frames)
+    print(prune.markdown([report]), end="")
+    return 0
+
+
+def _eval(args) -> int:
+    from importlib import import_module
+
+    module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
+    kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze")}}
+    if args.kind == "gaze-session":
+        kw.update(video=args.video, steady=not args.all_frames, degree=args.degree)
+    else:
+        kw.update(dataset=args.dataset)
+    if args.kind == "headpose":
+        kw.update(flip=args.flip)
+    module.evaluate(args.path, models=args.models, precisions=args.precision, out=args.out, **kw)
+    print(f"wrote {args.kind.replace('-', '_')}.json, .md and PNG to {args.out}")
+    return 0
+
+
+def _add_eval(sub) -> None:
+    kinds = {"headpose": ("head pose MAE on AFLW2000-3D", "aflw2000", "DIR: .jpg + .mat files"),
+             "landmarks": ("landmark NME by inter-ocular distance", "dlib-xml", "ibug68: DIR of images + .pts; dlib-xml: imglab XML FILE"),
+             "faces": ("face detection recall, precision, AP at IoU 0.5", "dlib-xml", "imglab XML FILE"),
+             "gaze-session": ("on-screen gaze error of a recorded session, leave-one-target-out", None,
+                              "session DIR: video.mp4 (or session.json {video}), targets.csv, screen.json")}
+    ev = sub.add_parser("eval", help="accuracy on labeled data").add_subparsers(dest="kind", required=True)
+    for kind, (help_text, dataset, path_help) in kinds.items():
+        p = ev.add_parser(kind, help=help_text)
+        p.add_argument("path", help=path_help)
+        if dataset:
+            p.add_argument("--dataset", default=dataset, help=f"format (default {dataset}; landmarks: ibug68 or dlib-xml)")
+        p.add_argument("--models", default="mediapipe", help="comma list of model sets, e.g. omz,mediapipe")
+        p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
+        p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
+        for stage in ("face", "landmarks", "head-pose", "gaze"):
+            p.add_argument(f"--{stage}", help=f"{stage} implementation (zoo id), overrides the set's")
+        if kind == "headpose":
+            p.add_argument("--flip", action="store_true", help="mirror images and labels (convention check)")
+        if kind == "gaze-session":
+            p.add_argument("--video", help="video file, overriding the session's")
+            p.add_argument("--all-frames", action="store_true", help="use every frame with a face, not only steady ones")
+            p.add_argument("--degree", type=int, default=2, choices=[1, 2], help="calibration polynomial degree")
+        p.set_defaults(func=_eval)
+
+
 def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -> None:
     p.add_argument("--set", default=default_set, help="model set: mediapipe, omz or all")
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
@@ -106,6 +182,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
     p.set_defaults(func=_run)
+
+    p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
+    p.add_argument("--input", required=True, help="video (or image) whose frames feed the models")
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--precision", default="FP32", help="comma list, e.g. FP16,FP16-INT8")
+    p.add_argument("--frames", type=int, default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
+    p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
+    p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("mouse", help="drive the mouse pointer with gaze or head pose (calibration, filter, clicks)")
+    from pipeline.control.app import add_mouse_arguments
+
+    add_mouse_arguments(p)
+    p.set_defaults(func=_mouse)
+
+    optimize = sub.add_parser("optimize", help="INT8 quantization").add_subparsers(dest="action", required=True)
+    p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
+    _add_selection(p, default_set="mediapipe")
+    p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
+    p.add_argument("--subset", type=int, default=100, help="calibration frames (a third as many are held out for validation)")
+    p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
+    p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
+                   help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable; see pipeline/optimize/metrics.py)")
+    p.add_argument("--ignore", action="append", metavar="PATTERN", help="regex of layer names NNCF leaves in FP32 (repeatable)")
+    p.add_argument("--sensitivity", action="store_true", help="also write the full per-layer sensitivity table and PNG")
+    p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")
+    p.add_argument("--out", default="results/quantize", help="report folder (default results/quantize)")
+    p.set_defaults(func=_optimize_quantize)
+    p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
+                            "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
+    p.add_argument("--model", required=True, help="face-landmark, iris-landmark, landmarks-regression-retail-0009 or head-pose-estimation-adas-0001")
+    p.add_argument("--method", required=True, choices=["unstructured", "structured"])
+    p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
+                   "the prunable layers' measured time to remove (0..1)")
+    p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
+    p.add_argument("--steps", type=int, default=300, help="distillation steps (batch 16) for recovery")
+    p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")
+    p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
+    p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
+                   help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
+    p.add_argument("--frames", type=int, default=120, help="frames sampled from the calibration sources")
+    p.set_defaults(func=_optimize_prune)
+    _add_eval(sub)
     return parser
 
 
