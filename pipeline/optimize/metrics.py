@@ -28,13 +28,15 @@ from pipeline.errors import EdgegazeError
 DEFAULT_BUDGET = {
     "recall_drop": 0.01,
     "new_false_positives": 0,
+    # boxes that move feed shifted crops to every later stage: mean IoU with FP32 >= 0.95
+    "box_iou_drop": 0.05,
     "landmark_nme": 0.01,
     "head_pose_mae_deg": 0.5,
     "gaze_error_deg": 0.5,
     "eye_state_flips": 0.02,
 }
 BUDGET_KEYS = {
-    "face": ("recall_drop", "new_false_positives"),
+    "face": ("recall_drop", "new_false_positives", "box_iou_drop"),
     "landmarks": ("landmark_nme",),
     "head_pose": ("head_pose_mae_deg",),
     "gaze": ("gaze_error_deg",),
@@ -42,6 +44,7 @@ BUDGET_KEYS = {
 }
 SCORE_THRESHOLD = 0.5  # detector confidence, as the detector stages use
 MATCH_IOU = 0.5
+FP_MARGIN = 0.05  # no-face detections within this of the threshold count as false positives
 EYEBALL_PER_IRIS_RADIUS = 12.0 / 5.9
 
 
@@ -95,19 +98,19 @@ def _blazeface_anchors(n: int, size: int) -> np.ndarray:
     return np.asarray(out, np.float32)
 
 
-def detections(outputs: list[np.ndarray], input_size: int) -> tuple[np.ndarray, np.ndarray]:
+def detections(outputs: list[np.ndarray], input_size: int, threshold: float = SCORE_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
     """(boxes [N,4] x0,y0,x1,y1 normalised to the model input, scores [N]) after threshold and NMS.
 
     SSD models output detection_out [1,1,200,7]; BlazeFace outputs regressors [1,A,16] and logits
     [1,A,1] (told apart by shape)."""
     if len(outputs) == 1:
         det = outputs[0].reshape(-1, 7)
-        det = det[(det[:, 0] >= 0) & (det[:, 2] >= SCORE_THRESHOLD)]
+        det = det[(det[:, 0] >= 0) & (det[:, 2] >= threshold)]
         return det[:, 3:7].astype(np.float32), det[:, 2].astype(np.float32)
     reg, logit = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)[:2]
     reg, logit = reg.reshape(-1, reg.shape[-1]), logit.reshape(-1)
     scores = 1.0 / (1.0 + np.exp(-np.clip(logit, -80, 80)))
-    keep = scores >= SCORE_THRESHOLD
+    keep = scores >= threshold
     anchors = _blazeface_anchors(len(logit), input_size)[keep]
     r = reg[keep, :4] / input_size
     cx, cy = r[:, 0] + anchors[:, 0], r[:, 1] + anchors[:, 1]
@@ -140,7 +143,7 @@ def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list, input_size: int) -> dict:
-    """Recall of the FP32 faces, IoU of the matched boxes, false positives on no-face frames."""
+    """Recall of the FP32 faces, IoU of the matched boxes (and its shortfall from 1), false positives on no-face frames."""
     found, total, ious = 0, 0, []
     for r_out, t_out in zip(ref, test):
         rb, _ = detections(r_out, input_size)
@@ -151,14 +154,18 @@ def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list,
             best = m.max(axis=1)
             found += int((best >= MATCH_IOU).sum())
             ious += best[best >= MATCH_IOU].tolist()
-    fp_ref = sum(len(detections(o, input_size)[0]) for o in ref_noface)
-    fp_test = sum(len(detections(o, input_size)[0]) for o in test_noface)
+    # No-face detections are counted from a little below the threshold: a background score that
+    # INT8 lifts to 0.49 here crosses 0.5 under another thread count or CPU.
+    near = SCORE_THRESHOLD - FP_MARGIN
+    fp_ref = sum(len(detections(o, input_size, near)[0]) for o in ref_noface)
+    fp_test = sum(len(detections(o, input_size, near)[0]) for o in test_noface)
     recall = found / total if total else 1.0
     return {
         "faces": total,
         "recall": recall,
         "recall_drop": 1.0 - recall,
         "mean_iou": float(np.mean(ious)) if ious else 0.0,
+        "box_iou_drop": 1.0 - float(np.mean(ious)) if ious else float(total > 0),
         "noface_frames": len(ref_noface),
         "false_positives": fp_test,
         "new_false_positives": max(0, fp_test - fp_ref),
