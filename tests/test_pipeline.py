@@ -71,8 +71,10 @@ def test_both_sets_put_the_face_in_the_same_place(demo_runs):
     assert np.median(overlaps) >= 0.5 and np.mean(np.array(overlaps) >= 0.5) >= 0.9
 
 
-@pytest.mark.parametrize("models", ["mediapipe", "omz"])
-@pytest.mark.parametrize("key", ["yaw", "roll", "gx"])
+# Roll is left out for OMZ: its roll on this video stays within about +-2 degrees (std 1.9), so a
+# correlation measures noise; test_stages_omz checks its roll sign on rotated and mirrored faces.
+@pytest.mark.parametrize("models, key", [("mediapipe", "yaw"), ("mediapipe", "roll"), ("mediapipe", "gx"),
+                                         ("omz", "yaw"), ("omz", "gx")])
 def test_mirrored_video_flips_yaw_roll_and_gaze_x(demo_runs, models, key):
     rows, _ = demo_runs
     pairs = _paired(rows[models], rows[f"{models}-mirror"], key)
