@@ -9,7 +9,7 @@ import openvino as ov
 import openvino.properties as props
 import openvino.properties.hint as hints
 
-from pipeline import paths
+from pipeline import paths, zoo
 from pipeline.errors import EdgegazeError
 
 
@@ -61,6 +61,8 @@ def ir_file(model_id: str, precision: str = "FP32") -> Path:
     if not path.exists():
         if precision == "INT8":
             how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
+        elif precision == "FP16-INT8" and zoo.get(model_id).set != "omz":  # Intel ships it for OMZ only
+            how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO, then use --precision INT8"
         else:
             how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
         raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")
