@@ -124,6 +124,19 @@ def test_report_json_validates_against_schema(short_report):
         assert (out / name).stat().st_size > 1000
 
 
+def test_report_times_every_stage_inside_the_pipeline(short_report):
+    report, out = short_report
+    runs = {r["precision"]: r for r in report["pipeline"]["runs"]}
+    assert set(runs) == {"FP16", "FP16-INT8"}
+    for precision, run in runs.items():
+        assert run["frames"] == 3 and run["faces"] == 3 and run["fps"] > 0  # the demo face in every frame
+        calls = {s["stage"]: s["calls"] for s in report["pipeline"]["stages"] if s["precision"] == precision}
+        # tracking: the detector runs on the first frame only, the face stages on all three
+        assert calls["face"] == 1 and calls["landmarks"] == calls["head_pose"] == calls["gaze"] == 3
+        assert any(e["method"] == "estimated-cpu-time" and e["available"] for e in run["energy_per_frame"])
+    assert "In-pipeline stage timings" in (out / "report.md").read_text()
+
+
 def test_report_labels_every_method_and_shows_int8_execution(short_report):
     report, out = short_report
     md = (out / "report.md").read_text()

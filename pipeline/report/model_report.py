@@ -2,8 +2,8 @@
 frames (FLOPs/params, SingleStream latency, Offline throughput, energy by three methods,
 per-layer profile), written as report.json (schema: report.schema.json), report.md and plots.
 
-In-pipeline stage timings (the runner's FaceResult.ms) go in the `pipeline` section, reserved
-as null here: it has its own rows and never changes the `models` rows.
+In-pipeline stage timings (the runner's per-stage ms on the same frames, in_pipeline.py) go in the
+`pipeline` section, one run per precision; they never change the `models` rows.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from pipeline import __version__, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
-from pipeline.report import energy, flops, latency, profile
+from pipeline.report import energy, flops, in_pipeline, latency, profile
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -210,6 +210,9 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         bar.set_postfix_str(f"{model_id} {precision}")
         rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
 
+    pipeline_section, pipeline_notes = in_pipeline.measure_all(models_set, precisions, images, cpu_tdp_w, rapl_root, idle_w)
+    notes += pipeline_notes
+
     report = {
         "schema": SCHEMA_ID,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -224,7 +227,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         "definitions": DEFINITIONS,
         "models": rows,
         "totals": totals(rows),
-        "pipeline": None,
+        "pipeline": pipeline_section,
         "skipped": skipped,
         "notes": notes,
     }

@@ -1,0 +1,74 @@
+"""Per-stage timings inside the real pipeline (the runner's per-stage ms), per precision.
+
+Unlike the isolated model runs, these include each stage's crop, resize and postprocessing, and
+the detector only runs on the frames where tracking lost the face or the periodic re-detect is due.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from pipeline.errors import EdgegazeError
+from pipeline.report import energy
+
+
+def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | None = None,
+            meter: energy.Rapl | None = None, idle_w: float = 0.0):
+    """(run summary, per-stage rows, note, reason it was skipped) for one precision of a set."""
+    from pipeline.runner import Pipeline
+
+    note = None
+    try:
+        pipe = Pipeline.from_set(models_set, precision=precision)
+    except EdgegazeError as e:
+        # Eye state is optional (Intel ships no FP16-INT8 open-closed-eye-0001): time the rest.
+        try:
+            pipe = Pipeline.from_set(models_set, precision=precision, eye_state="none")
+            note = f"pipeline {models_set} {precision}: run without the eye-state stage ({e})"
+        except EdgegazeError:
+            return None, [], None, str(e)
+    pipe.process(images[0], 0)  # warm-up: first inference allocates
+    pipe.reset()  # the timed frames start from detection, as a real run does
+    per_stage: dict[str, list[float]] = {}
+    frame_ms, faces = [], 0
+    if meter is not None and meter.available:
+        meter.start()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for i, image in enumerate(images, start=1):
+        t = time.perf_counter()
+        fr = pipe.process(image, i)
+        frame_ms.append((time.perf_counter() - t) * 1e3)
+        faces += len(fr.faces)
+        for stage, ms in fr.ms.items():
+            per_stage.setdefault(stage, []).append(ms)
+    cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+    if meter is not None and meter.available:
+        meter.stop()
+    frames = len(images)
+    joules = [energy.cpu_time_energy(cpu_s, wall_s, frames, cpu_tdp_w).as_dict()]
+    if meter is not None:
+        joules.insert(0, energy.rapl_energy(meter, frames, idle_w).as_dict())
+    run = {"precision": precision, "frames": frames, "faces": faces, "fps": frames / wall_s,
+           "frame_p50_ms": float(np.percentile(frame_ms, 50)), "frame_p90_ms": float(np.percentile(frame_ms, 90)),
+           "energy_per_frame": joules}
+    rows = [{"stage": stage, "precision": precision, "calls": len(v),
+             **{f"p{q}_ms": float(np.percentile(v, q)) for q in (50, 90, 99)}} for stage, v in per_stage.items()]
+    return run, rows, note, None
+
+
+def measure_all(models_set: str, precisions: list[str], images: list, cpu_tdp_w: float | None = None,
+                rapl_root="/sys/class/powercap", idle_w: float = 0.0) -> tuple[dict, list[str]]:
+    """The report's `pipeline` section for every precision, and notes for those that could not run."""
+    runs, stages, notes = [], [], []
+    for precision in precisions:
+        meter = energy.Rapl(rapl_root)
+        run, rows, note, reason = measure(models_set, precision, images, cpu_tdp_w, meter, idle_w)
+        notes += [note] if note else []
+        if run is None:
+            notes.append(f"pipeline {models_set} {precision}: not run, {reason}")
+            continue
+        runs.append(run)
+        stages += rows
+    return {"runs": runs, "stages": stages}, notes
