@@ -12,7 +12,6 @@ Models without an INT8 IR (run `edgegaze optimize quantize` first) are listed as
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import matplotlib
@@ -24,6 +23,7 @@ import numpy as np  # noqa: E402
 from _common import machine, markdown_table, write_results  # noqa: E402
 from pipeline import paths, runtime, zoo  # noqa: E402
 from pipeline.optimize.calib import Calibration  # noqa: E402
+from pipeline.report.latency import interleaved  # noqa: E402
 
 # edgegaze runs non-quantized layers in f32; OpenVINO's own default is bf16 on CPUs with native
 # bf16. "FP32 plugin-default" times the FP32 IR that way too.
@@ -38,22 +38,8 @@ def _compile(xml: Path, threads: int, plugin_default: bool):
 def bench(xmls: dict[str, Path], item, threads: int, seconds: float) -> dict[str, list[float]]:
     """Labels ending in ' plugin-default' run with OpenVINO's default inference precision."""
     reqs = {k: _compile(p, threads, k.endswith(" plugin-default")).create_infer_request() for k, p in xmls.items()}
-    feed = list(item) if isinstance(item, tuple) else item
-    once = {}
-    for k, r in reqs.items():
-        for _ in range(5):
-            r.infer(feed)
-        t = time.perf_counter()
-        r.infer(feed)
-        once[k] = time.perf_counter() - t
-    rounds = int(np.clip(seconds / max(sum(once.values()), 1e-4), 20, 500))
-    times = {k: [] for k in reqs}
-    for _ in range(rounds):
-        for k, r in reqs.items():
-            t = time.perf_counter()
-            r.infer(feed)
-            times[k].append((time.perf_counter() - t) * 1e3)
-    return times
+    return interleaved(reqs, list(item) if isinstance(item, tuple) else item, seconds, warmup=5,
+                       min_rounds=20, max_rounds=500)
 
 
 def main() -> None:

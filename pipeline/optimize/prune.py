@@ -30,6 +30,7 @@ from pipeline import __version__, convert, paths, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import crops, distill
 from pipeline.optimize.torch_forms import build, check_supported, require_torch, to_ov
+from pipeline.report.latency import interleaved
 from pipeline.runtime import compile_model, core, ir_file
 
 METHODS = ("unstructured", "structured")
@@ -80,17 +81,9 @@ def ir_stats(xml: Path) -> dict:
 
 
 def latency_p50(xmls: dict[str, Path], feed, threads: int, rounds: int = 150) -> dict[str, float]:
-    """p50 ms per model; the models run interleaved so that load from other processes hits all alike."""
+    """p50 ms per model, the models timed interleaved."""
     reqs = {k: compile_model(p, threads=threads).create_infer_request() for k, p in xmls.items()}
-    for r in reqs.values():
-        for _ in range(10):
-            r.infer(feed)
-    times = {k: [] for k in reqs}
-    for _ in range(rounds):
-        for k, r in reqs.items():
-            t = time.perf_counter()
-            r.infer(feed)
-            times[k].append((time.perf_counter() - t) * 1e3)
+    times = interleaved(reqs, feed, seconds=0.0, warmup=10, min_rounds=rounds, max_rounds=rounds)
     return {k: round(float(np.median(v)), 4) for k, v in times.items()}
 
 

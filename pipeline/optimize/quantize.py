@@ -33,6 +33,7 @@ from pipeline import __version__, convert, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics, sensitivity
 from pipeline.optimize.calib import Calibration, Items
+from pipeline.report.latency import interleaved
 
 PRESETS = {"performance": nncf.QuantizationPreset.PERFORMANCE, "mixed": nncf.QuantizationPreset.MIXED}
 MAX_FP32_SHARE = 0.25  # sensitivity search: at most this share of layers back in FP32
@@ -155,24 +156,9 @@ def _dir_mb(model_id: str, precision: str) -> float | None:
 
 
 def latency_p50(xmls: dict[str, Path], item, threads: int, seconds: float = 2.0) -> dict[str, float]:
-    """p50 ms per model, the models run interleaved (one call each per round) so that load from
-    other processes hits them alike."""
+    """p50 ms per model, the models timed interleaved."""
     reqs = {k: runtime.compile_model(p, threads=threads).create_infer_request() for k, p in xmls.items()}
-    feed = list(item) if isinstance(item, tuple) else item
-    once = {}
-    for k, r in reqs.items():
-        for _ in range(3):
-            r.infer(feed)
-        t = time.perf_counter()
-        r.infer(feed)
-        once[k] = time.perf_counter() - t
-    rounds = int(np.clip(seconds / max(sum(once.values()), 1e-4), 10, 200))
-    times = {k: [] for k in reqs}
-    for _ in range(rounds):
-        for k, r in reqs.items():
-            t = time.perf_counter()
-            r.infer(feed)
-            times[k].append((time.perf_counter() - t) * 1e3)
+    times = interleaved(reqs, list(item) if isinstance(item, tuple) else item, seconds)
     return {k: round(float(np.median(v)), 3) for k, v in times.items()}
 
 

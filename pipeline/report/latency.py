@@ -123,3 +123,24 @@ def throughput(compiled: ov.CompiledModel, inputs: list[dict], iterations: int |
     queue.wait_all()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     return Throughput(hint, _threads(compiled), _streams(compiled), requests, n, n / wall if wall else 0.0, wall, cpu)
+
+
+def interleaved(requests: dict[str, ov.InferRequest], feed, seconds: float = 2.0, warmup: int = 3,
+                min_rounds: int = 10, max_rounds: int = 200) -> dict[str, list[float]]:
+    """ms per inference of several models, run interleaved (one call each per round) so that load
+    from other processes hits them alike; as many rounds as fit in about `seconds`."""
+    once = {}
+    for k, r in requests.items():
+        for _ in range(warmup):
+            r.infer(feed)
+        t = time.perf_counter()
+        r.infer(feed)
+        once[k] = time.perf_counter() - t
+    rounds = int(np.clip(seconds / max(sum(once.values()), 1e-4), min_rounds, max_rounds))
+    times = {k: [] for k in requests}
+    for _ in range(rounds):
+        for k, r in requests.items():
+            t = time.perf_counter()
+            r.infer(feed)
+            times[k].append((time.perf_counter() - t) * 1e3)
+    return times
