@@ -9,11 +9,33 @@ blob cache).
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 import platformdirs
 
 CHECKOUT_MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) -> Path:
+    """Write a file so that readers see the old one or the whole new one, never half of it.
+
+    `data` is the content, or a function that writes a given temporary path (e.g. fig.savefig)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if not callable(data):
+                fh.write(data.encode() if isinstance(data, str) else data)
+        if callable(data):
+            data(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
 
 
 def manifest_path() -> Path:

@@ -115,6 +115,22 @@ class Source:
         finally:
             self.close()
 
+    def frames_at(self, indices: list[int]) -> list[np.ndarray | None]:
+        """BGR frames at these indices of a video or image folder, in the order asked (None where
+        one cannot be read); video frames in between are skipped without decoding."""
+        if self._images:
+            images = [cv2.imread(str(self._images[i]), cv2.IMREAD_UNCHANGED) for i in indices]
+            return [to_bgr(im) if im is not None and im.size else None for im in images]
+        wanted, got, i = set(indices), {}, 0
+        self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+        while len(got) < len(wanted) and self._cap.grab():
+            if i in wanted:
+                ok, image = self._cap.retrieve()
+                got[i] = to_bgr(image) if ok else None
+            i += 1
+        self.close()
+        return [got.get(i) for i in indices]
+
     def close(self) -> None:
         if self._cap is not None:
             self._cap.release()

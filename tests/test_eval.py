@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import datasets, faces, gaze_session, headpose, landmarks, metrics
+from pipeline.evaluate import datasets, gaze_session, headpose, landmarks, metrics
 from conftest import shared_path
 
 SESSION = Path(__file__).parent / "data" / "gaze_session"

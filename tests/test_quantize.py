@@ -167,7 +167,7 @@ def test_sensitivity_lists_every_quantizable_layer(home, cal, tmp_path):
 
 
 def test_source_without_faces_stops_before_writing(home, reports, tmp_path):
-    from pipeline import paths, zoo
+    from pipeline import paths
     from pipeline.errors import EdgegazeError
     from pipeline.optimize import quantize
 

@@ -7,31 +7,21 @@ import numpy as np
 import pytest
 
 from conftest import read_frames
+from pipeline.runner import iou
 
 UDACITY = "video/udacity_demo_1080p.mp4"
 EVERY5 = list(range(0, 595, 5))
 
 
-def _iou(a, b):
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
-
-
 def _stages(precision):
-    from pipeline import runtime
-    from pipeline.stages.blazeface import BlazeFace
-    from pipeline.stages.facemesh import FaceMesh
-    from pipeline.stages.iris_gaze import IrisGaze
-    from pipeline.stages.mesh_pose import MeshHeadPose
+    from pipeline.stages import build
 
     return {
-        "short": BlazeFace(runtime.load("face-detection-short-range", precision)),
-        "full": BlazeFace(runtime.load("face-detection-full-range", precision)),
-        "mesh": FaceMesh(runtime.load("face-landmark", precision)),
-        "pose": MeshHeadPose(None),
-        "gaze": IrisGaze(runtime.load("iris-landmark", precision)),
+        "short": build("face-detection-short-range", precision),
+        "full": build("face-detection-full-range", precision),
+        "mesh": build("face-landmark", precision),
+        "pose": build("mesh"),
+        "gaze": build("iris-landmark", precision),
     }
 
 
@@ -104,7 +94,7 @@ def test_detector_finds_the_face_where_it_is(mp, runs, frames):
         assert kp.shape == (6, 2) and kp[0, 0] < kp[2, 0] < kp[1, 0]  # right eye, nose, left eye (frontal)
         # the full-range model agrees
         full = mp["FP32"]["full"](frame)
-        assert len(full) == 1 and _iou(full[0].box, r.face.box) > 0.5  # its boxes run a little smaller
+        assert len(full) == 1 and iou(full[0].box, r.face.box) > 0.5  # its boxes run a little smaller
 
 
 def test_short_range_on_a_face_crop(mp, frames):
@@ -114,7 +104,7 @@ def test_short_range_on_a_face_crop(mp, frames):
     crop = frame[y : y + 700, x : x + 800]
     faces = mp["FP32"]["short"](crop)
     assert len(faces) == 1
-    assert _iou(faces[0].box + [x, y, x, y], whole) > 0.8
+    assert iou(faces[0].box + [x, y, x, y], whole) > 0.8
 
 
 def test_no_face_where_there_is_none(mp, frames):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import read_frames
+from pipeline.runner import iou
 
 UDACITY = "video/udacity_demo_1080p.mp4"
 # Frames of the udacity video (checked by eye): 240 frontal, eyes open, looking at the camera;
@@ -15,29 +16,17 @@ UDACITY = "video/udacity_demo_1080p.mp4"
 IDX = [0, 60, 120, 180, 240, 300, 360, 420, 450, 480, 510, 540, 570]
 
 
-def _iou(a, b):
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
-
-
 def _stages(precision):
-    from pipeline import runtime
-    from pipeline.stages.eye_state import OpenClosedEye
-    from pipeline.stages.omz_gaze import OMZGaze
-    from pipeline.stages.omz_head_pose import OMZHeadPose
-    from pipeline.stages.omz_landmarks import FivePointLandmarks
-    from pipeline.stages.ssd_face import SSDFace
+    from pipeline.stages import build
 
     return {
-        "adas": SSDFace(runtime.load("face-detection-adas-0001", precision)),
-        "retail": SSDFace(runtime.load("face-detection-retail-0004", precision)),
-        "landmarks": FivePointLandmarks(runtime.load("landmarks-regression-retail-0009", precision)),
-        "head_pose": OMZHeadPose(runtime.load("head-pose-estimation-adas-0001", precision)),
-        "gaze": OMZGaze(runtime.load("gaze-estimation-adas-0002", precision)),
+        "adas": build("face-detection-adas-0001", precision),
+        "retail": build("face-detection-retail-0004", precision),
+        "landmarks": build("landmarks-regression-retail-0009", precision),
+        "head_pose": build("head-pose-estimation-adas-0001", precision),
+        "gaze": build("gaze-estimation-adas-0002", precision),
         # open-closed-eye-0001 has no published INT8
-        "eye_state": OpenClosedEye(runtime.load("open-closed-eye-0001", "FP16" if precision == "FP16-INT8" else precision)),
+        "eye_state": build("open-closed-eye-0001", "FP16" if precision == "FP16-INT8" else precision),
     }
 
 
@@ -74,7 +63,7 @@ def test_detectors_find_the_face_and_agree(omz, frames):
         # The man sits in the middle of the 1920x1080 frame, face ~250 px wide.
         assert 650 < (box[0] + box[2]) / 2 < 1150 and 60 < (box[1] + box[3]) / 2 < 600, box
         assert 150 < box[2] - box[0] < 400 and a[0].score > 0.9
-        assert _iou(box, b[0].box) >= 0.5
+        assert iou(box, b[0].box) >= 0.5
 
 
 def test_several_faces_and_no_face_without_people(omz, frames):
@@ -112,7 +101,7 @@ def test_next_face_tracks_the_detector_box(omz, frames):
         r = _analyse(s, frames[i], gaze=False)
         nxt = s["landmarks"].next_face(r.landmarks, frames[i].shape)
         assert nxt is not None and nxt.tracked
-        assert _iou(nxt.box, r.face.box) >= 0.6
+        assert iou(nxt.box, r.face.box) >= 0.6
     # Collapsed points (a lost face) give no box.
     pts = np.full((5, 2), 100.0, np.float32)
     lost = Landmarks(points=pts, score=1.0, right_eye=pts[0], left_eye=pts[1])
@@ -180,7 +169,7 @@ def test_precisions_agree_with_fp32(omz, frames, precision, box_iou, lm_frac, hp
         f = frames[i]
         r = _analyse(ref, f)
         for det in ("adas", "retail"):
-            assert _iou(ref[det](f)[0].box, low[det](f)[0].box) >= box_iou
+            assert iou(ref[det](f)[0].box, low[det](f)[0].box) >= box_iou
         lm = low["landmarks"](f, r)
         width = r.face.box[2] - r.face.box[0]
         assert np.abs(lm.points - r.landmarks.points).max() <= lm_frac * width

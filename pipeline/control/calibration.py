@@ -20,9 +20,7 @@ import csv
 import getpass
 import json
 import math
-import os
 import re
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +30,7 @@ import platformdirs
 
 from pipeline.control.mapping import face_angles
 from pipeline.errors import EdgegazeError
+from pipeline.paths import atomic_write
 
 FEATURES = ("gaze_yaw", "gaze_pitch", "head_yaw", "head_pitch")
 DEFAULT_DISTANCE_MM = 600.0
@@ -190,14 +189,8 @@ class Calibration:
     created: str = ""
 
     def save(self, path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": 1, "features": list(FEATURES), **asdict(self)}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)  # atomic: a crash never leaves half a calibration
-        return path
+        return atomic_write(path, json.dumps(data, indent=1))  # a crash never leaves half a calibration
 
     @staticmethod
     def load(path, width: int | None = None, height: int | None = None) -> "Calibration":

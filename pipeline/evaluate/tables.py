@@ -4,8 +4,6 @@ each written atomically into the --out folder."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -15,18 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pipeline.errors import EdgegazeError  # noqa: E402
-
-
-def _atomic(path: Path, write) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+from pipeline.paths import atomic_write  # noqa: E402
 
 
 def out_dir(out) -> Path:
@@ -39,7 +26,7 @@ def out_dir(out) -> Path:
 
 
 def write_text(path: Path, text: str) -> Path:
-    return _atomic(path, lambda tmp: Path(tmp).write_text(text))
+    return atomic_write(path, text)
 
 
 def write_json(path: Path, data) -> Path:
@@ -48,7 +35,7 @@ def write_json(path: Path, data) -> Path:
 
 def save_png(fig, path: Path) -> Path:
     try:
-        return _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
     finally:
         plt.close(fig)
 

@@ -12,7 +12,6 @@ the split is by time, not by neighbouring frames.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from pipeline import zoo
 from pipeline.errors import EdgegazeError
 from pipeline.runtime import compile_model, ir_file
+from pipeline.sources import open_source
 
 FACE_SCALE, EYE_SCALE = 1.25, 2.3
 # FaceMesh indices of the eye corners (subject's right eye, left eye)
@@ -37,32 +37,10 @@ class CropSet:
 
 def read_frames(src: str, n: int) -> list[tuple[int, int, np.ndarray]]:
     """(index, count, frame) of about `n` frames spread evenly over a video or image folder/file."""
-    path = Path(src).expanduser()
-    if not path.exists():
-        raise EdgegazeError(f"calibration source not found: {src}; pass a video file or a folder of images")
-    if path.is_dir() or path.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"):
-        files = sorted(p for p in ([path] if path.is_file() else path.iterdir())
-                       if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"))
-        every = max(1, len(files) // n)
-        return [(i, len(files), img) for i, p in enumerate(files)
-                if i % every == 0 and (img := cv2.imread(str(p))) is not None]
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise EdgegazeError(f"cannot read video {src}")
-    count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) or 1
-    every = max(1, count // n)
-    frames, i = [], 0
-    while True:
-        ok = cap.grab()
-        if not ok:
-            break
-        if i % every == 0:
-            ok, frame = cap.retrieve()
-            if ok:
-                frames.append((i, count, frame))
-        i += 1
-    cap.release()
-    return frames
+    source = open_source(src)
+    count = len(source) or 1
+    indices = list(range(0, count, max(1, count // n)))
+    return [(i, count, f) for i, f in zip(indices, source.frames_at(indices)) if f is not None]
 
 
 def _square_warp(frame, cx, cy, side, size, mirror=False):

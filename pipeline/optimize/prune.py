@@ -169,27 +169,11 @@ def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    _atomic_bytes(path, lambda p: fig.savefig(p, format="png", dpi=100))
+    paths.atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=100))
     plt.close(fig)
 
 
 # ---------------------------------------------------------------- the command
-
-def _atomic_bytes(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    _atomic_bytes(path, lambda p: Path(p).write_text(text))
-
 
 def _validate(model_id: str, method: str, ratio: float, steps: int) -> zoo.ModelSpec:
     if method not in METHODS:
@@ -319,8 +303,8 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
         report["measured_speedup_1t"] = lat["1t"]["speedup"]
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     folder = xml.parent
-    _atomic_text(folder / "prune_report.json", json.dumps(report, indent=2))
-    _atomic_text(folder / "prune_report.md", markdown([report]))
+    paths.atomic_write(folder / "prune_report.json", json.dumps(report, indent=2))
+    paths.atomic_write(folder / "prune_report.md", markdown([report]))
     if (folder_tmp / "sensitivity.png").exists():
         os.replace(folder_tmp / "sensitivity.png", folder / "sensitivity.png")
     report["ir"] = str(xml)

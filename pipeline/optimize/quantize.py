@@ -297,19 +297,12 @@ def quantize_model(spec: zoo.ModelSpec, cal: Calibration, preset: str = "perform
     return report
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def _fmt(v) -> str:
     return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
 def _write_report(report: dict, folder: Path) -> None:
-    _atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))
+    paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))
     keys = list(report["budget"])
     lines = [f"# {report['model_id']} — {report['status']}", "",
              f"Preset {report['preset']}; calibration {report['calibration']['items']} items from "
@@ -332,7 +325,7 @@ def _write_report(report: dict, folder: Path) -> None:
     if "reason" in report:
         lines += ["", f"**Kept FP32:** {report['reason']}"]
     lines += ["", "Notes: " + "; ".join(report["calibration"]["notes"])]
-    _atomic_write(folder / "report.md", "\n".join(lines) + "\n")
+    paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")
 
 
 def summary_markdown(reports: list[dict]) -> str:
@@ -372,8 +365,8 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
     latest = {r["model_id"]: r for r in reports}
     every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
     every = [r for r in every if r is not None]
-    _atomic_write(out / "summary.md", summary_markdown(every))
-    _atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))
+    paths.atomic_write(out / "summary.md", summary_markdown(every))
+    paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))
     return reports
 
 

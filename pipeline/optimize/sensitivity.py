@@ -15,6 +15,7 @@ items for big models (see quantize.SENSITIVITY_ITEMS).
 from __future__ import annotations
 
 import csv
+import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 from openvino import opset13 as ops
+
+from pipeline.paths import atomic_write
 
 # Ops that only move or select values: a FakeQuantize before them quantizes the layer after them.
 TRANSPARENT = {"Transpose", "Reshape", "Pad", "MaxPool", "Squeeze", "Unsqueeze", "Split", "VariadicSplit",
@@ -117,16 +120,13 @@ def analyze(qmodel: ov.Model, fp32: ov.Model, score, modes=("only_fp32", "only_i
 def write_table(rows: list[dict], keys: list[str], path: Path) -> Path:
     """CSV: layer, type, and per mode each metric of `keys` (budget_used: 1.0 = at the budget)."""
     modes = [m for m in ("only_fp32", "only_int8") if rows and m in rows[0]]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["layer", "type", "int8_weights", "fake_quantizes"] + [f"{m}_{k}" for m in modes for k in keys])
-        for r in rows:
-            w.writerow([r["layer"], r["type"], r["int8_weights"], r["fake_quantizes"]]
-                       + [f"{r[m].get(k, float('nan')):.6g}" for m in modes for k in keys])
-    tmp.replace(path)
-    return path
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["layer", "type", "int8_weights", "fake_quantizes"] + [f"{m}_{k}" for m in modes for k in keys])
+    for r in rows:
+        w.writerow([r["layer"], r["type"], r["int8_weights"], r["fake_quantizes"]]
+                   + [f"{r[m].get(k, float('nan')):.6g}" for m in modes for k in keys])
+    return atomic_write(path, buf.getvalue())
 
 
 def plot(rows: list[dict], key: str, title: str, path: Path, baseline: dict | None = None) -> Path:
@@ -149,9 +149,7 @@ def plot(rows: list[dict], key: str, title: str, path: Path, baseline: dict | No
         ax.set_xticks(x)
         ax.set_xticklabels([r["layer"][-28:] for r in rows], rotation=90, fontsize=5)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    finally:
+        plt.close(fig)

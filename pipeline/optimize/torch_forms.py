@@ -147,11 +147,8 @@ def from_ov_model(model: ov.Model):
             add(op, t.lower(), [ref(op, 0)])
         elif t == "MaxPool":
             a = op.get_attributes()
-            if a.get("rounding_type", "floor") != "floor" or any(a["pads_begin"]) or any(a["pads_end"]):
-                if a.get("rounding_type") == "ceil" and not any(a["pads_begin"]) and not any(a["pads_end"]):
-                    pass
-                else:
-                    raise EdgegazeError(f"{op.get_friendly_name()}: MaxPool padding not supported")
+            if a.get("rounding_type", "floor") not in ("floor", "ceil") or any(a["pads_begin"]) or any(a["pads_end"]):
+                raise EdgegazeError(f"{op.get_friendly_name()}: MaxPool padding not supported")
             add(op, "maxpool", [ref(op, 0)], kernel=a["kernel"], stride=a["strides"],
                 ceil=a.get("rounding_type") == "ceil")
         elif t == "Pad":

@@ -15,17 +15,16 @@ import platform
 import tempfile
 from pathlib import Path
 
-import cv2
 import openvino as ov
 from tqdm import tqdm
 
 from pipeline import __version__, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.report import energy, flops, in_pipeline, latency, profile
+from pipeline.sources import open_source
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 DEFINITIONS = {
     "flops": flops.DEFINITION,
@@ -64,26 +63,11 @@ def check_out_dir(out: str | Path) -> Path:
 
 
 def read_frames(path: str | Path, n: int) -> list:
-    """The first n frames of a video (or an image, used n times)."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise EdgegazeError(f"input {path} does not exist; pass a video file or image with --input")
-    if path.suffix.lower() in IMAGE_SUFFIXES:
-        image = cv2.imread(str(path))
-        if image is None:
-            raise EdgegazeError(f"cannot read image {path}; is it a valid image file?")
-        return [image] * n
-    cap = cv2.VideoCapture(str(path))
-    frames = []
-    while len(frames) < n:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        frames.append(frame)
-    cap.release()
+    """The first n frames of a video or image folder (a single image is used n times)."""
+    frames = [f.image for f in open_source(path, max_frames=n)]
     if not frames:
-        raise EdgegazeError(f"cannot decode any frame from {path}; is it a video OpenCV can read?")
-    return frames
+        raise EdgegazeError(f"cannot read any frame from {path}; pass a video, an image or an image folder with --input")
+    return frames * n if len(frames) == 1 else frames
 
 
 def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, str]], list[dict], list[str]]:
@@ -167,7 +151,7 @@ def measure(stage: str, model_id: str, precision: str, frames: list, iterations:
 
 
 def totals(rows: list[dict]) -> list[dict]:
-    """Per precision: the stages summed, one face per frame (a stand-in until in-pipeline timings)."""
+    """Per precision: the isolated stage runs summed, one face per frame (the `pipeline` section has the measured whole)."""
     out = []
     for precision in dict.fromkeys(r["precision"] for r in rows):
         sel = [r for r in rows if r["precision"] == precision]
@@ -237,23 +221,12 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
 
 # ---- output ---------------------------------------------------------------------------------
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write_report(report: dict, out: Path) -> list[Path]:
     from pipeline.report import markdown, plots
 
     out = Path(out)
     written = [out / "report.json", out / "report.md"]
-    atomic_write(written[0], json.dumps(report, indent=2))
+    paths.atomic_write(written[0], json.dumps(report, indent=2))
     pngs = plots.write_plots(report, out)
-    atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
+    paths.atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
     return written + pngs
