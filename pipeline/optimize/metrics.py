@@ -19,11 +19,10 @@ Budget keys (defaults from issue 5; eye state has none there, 2 % flips is edgeg
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from pipeline.errors import EdgegazeError
+from pipeline.stages import blazeface
 
 DEFAULT_BUDGET = {
     "recall_drop": 0.01,
@@ -82,22 +81,6 @@ def budget_used(metrics: dict, budget: dict) -> float:
 
 # --- detectors -------------------------------------------------------------------------------
 
-@lru_cache(maxsize=4)
-def _blazeface_anchors(n: int, size: int) -> np.ndarray:
-    """MediaPipe SSD anchor centres (fixed size 1): short range 128 px, strides 8,16,16,16;
-    full range 192 px, stride 4, one anchor per cell."""
-    layers = [(8, 2), (16, 6)] if n == 896 else [(4, 1)]
-    out = []
-    for stride, per_cell in layers:
-        cells = size // stride
-        for y in range(cells):
-            for x in range(cells):
-                out += [((x + 0.5) / cells, (y + 0.5) / cells)] * per_cell
-    if len(out) != n:
-        raise ValueError(f"no BlazeFace anchor layout for {n} anchors at {size} px")
-    return np.asarray(out, np.float32)
-
-
 def detections(outputs: list[np.ndarray], input_size: int, threshold: float = SCORE_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
     """(boxes [N,4] x0,y0,x1,y1 normalised to the model input, scores [N]) after threshold and NMS.
 
@@ -107,30 +90,9 @@ def detections(outputs: list[np.ndarray], input_size: int, threshold: float = SC
         det = outputs[0].reshape(-1, 7)
         det = det[(det[:, 0] >= 0) & (det[:, 2] >= threshold)]
         return det[:, 3:7].astype(np.float32), det[:, 2].astype(np.float32)
-    reg, logit = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)[:2]
-    reg, logit = reg.reshape(-1, reg.shape[-1]), logit.reshape(-1)
-    scores = 1.0 / (1.0 + np.exp(-np.clip(logit, -80, 80)))
-    keep = scores >= threshold
-    anchors = _blazeface_anchors(len(logit), input_size)[keep]
-    r = reg[keep, :4] / input_size
-    cx, cy = r[:, 0] + anchors[:, 0], r[:, 1] + anchors[:, 1]
-    boxes = np.stack([cx - r[:, 2] / 2, cy - r[:, 3] / 2, cx + r[:, 2] / 2, cy + r[:, 3] / 2], 1)
-    return _weighted_nms(boxes.astype(np.float32), scores[keep].astype(np.float32))
-
-
-def _weighted_nms(boxes: np.ndarray, scores: np.ndarray, overlap: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
-    """MediaPipe's blending NMS: each face is the score-weighted mean of its overlapping anchors.
-    Plain NMS would keep one anchor, and which one wins flips between FP32 and INT8."""
-    out_b, out_s = [], []
-    order = np.argsort(-scores)
-    boxes, scores = boxes[order], scores[order]
-    while len(boxes):
-        cluster = iou(boxes[:1], boxes)[0] > overlap
-        w = scores[cluster][:, None]
-        out_b.append((boxes[cluster] * w).sum(0) / w.sum())
-        out_s.append(scores[0])
-        boxes, scores = boxes[~cluster], scores[~cluster]
-    return np.asarray(out_b, np.float32).reshape(-1, 4), np.asarray(out_s, np.float32)
+    faces = blazeface.decode(outputs, input_size, threshold, max_faces=len(outputs[0].reshape(-1)))
+    boxes = np.array([d[:4] for d, _ in faces], np.float32).reshape(-1, 4) / input_size
+    return boxes, np.array([score for _, score in faces], np.float32)
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:

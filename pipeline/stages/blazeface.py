@@ -10,6 +10,8 @@ Keypoints (6, 2), MediaPipe order: 0 subject's right eye (image left on a fronta
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 import openvino as ov
@@ -44,6 +46,37 @@ def ssd_anchors(size: int, strides: tuple[int, ...], interpolated_scale_aspect_r
         anchors.append(np.repeat(grid, per_layer * (j - i), axis=0))
         i = j
     return np.concatenate(anchors)
+
+
+@lru_cache(maxsize=None)
+def anchors_for(size: int) -> np.ndarray:
+    if size not in _SSD:
+        raise EdgegazeError(
+            f"BlazeFace needs a 128x128 or 192x192 BlazeFace model, got input {size}; "
+            "use face-detection-short-range or face-detection-full-range"
+        )
+    return ssd_anchors(size, **_SSD[size])
+
+
+def decode(outputs: list[np.ndarray], size: int, score_threshold: float = 0.5, min_iou: float = 0.3,
+           max_faces: int = 10) -> list[tuple[np.ndarray, float]]:
+    """Raw outputs ([1,N,16] regressors, [1,N,1] logits) -> faces in input pixels: (box x0,y0,x1,y1
+    + 6 keypoints (x, y), score), after the clipped sigmoid, the threshold and weighted NMS."""
+    raw, logits = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)[:2]
+    raw, logits = raw.reshape(-1, raw.shape[-1]), logits.reshape(-1)
+    scores = 1.0 / (1.0 + np.exp(-np.clip(logits, -_LOGIT_CLIP, _LOGIT_CLIP)))
+    keep = scores > score_threshold
+    if not keep.any():
+        return []
+    raw, scores, anchors = raw[keep], scores[keep], anchors_for(size)[keep] * size
+    # Regressors are in input pixels relative to the anchor centre: (cx, cy, w, h) + 6 (x, y).
+    pts = raw.reshape(-1, 8, 2)
+    centre = pts[:, 0] + anchors
+    half = pts[:, 1] / 2
+    kps = pts[:, 2:] + anchors[:, None]
+    data = np.concatenate([centre - half, centre + half, kps.reshape(-1, 12)], axis=1)
+    valid = (half > 0).all(axis=1)
+    return weighted_nms(data[valid], scores[valid], min_iou, max_faces)
 
 
 def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
@@ -91,12 +124,7 @@ class BlazeFace(Detector):
         self.min_suppression_iou = min_suppression_iou  # IoU above which detections are merged
         self.max_faces = max_faces  # at most this many faces per frame
         self.size = int(compiled.inputs[0].get_shape()[1])  # NHWC, square
-        if self.size not in _SSD:
-            raise EdgegazeError(
-                f"BlazeFace needs a 128x128 or 192x192 BlazeFace model, got input {self.size}; "
-                "use face-detection-short-range or face-detection-full-range"
-            )
-        self.anchors = ssd_anchors(self.size, **_SSD[self.size])
+        anchors_for(self.size)  # a model of another size fails here, not on the first frame
 
     def preprocess(self, frame: np.ndarray) -> tuple[np.ndarray, tuple[float, float, int, int]]:
         """Letterbox the frame into the square input; context = (scale_x, scale_y, pad_x, pad_y)."""
@@ -111,21 +139,7 @@ class BlazeFace(Detector):
         return canvas[None], (nw / w, nh / h, px, py)
 
     def postprocess(self, outputs: list[np.ndarray], context: tuple[float, float, int, int]) -> list[Face]:
-        raw, logits = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)  # [1,N,16], [1,N,1]
-        raw, logits = raw[0], logits[0, :, 0]
-        scores = 1.0 / (1.0 + np.exp(-np.clip(logits, -_LOGIT_CLIP, _LOGIT_CLIP)))
-        keep = scores > self.score_threshold
-        if not keep.any():
-            return []
-        raw, scores, anchors = raw[keep], scores[keep], self.anchors[keep] * self.size
-        # Regressors are in input pixels relative to the anchor centre: (cx, cy, w, h) + 6 (x, y).
-        pts = raw.reshape(-1, 8, 2)
-        centre = pts[:, 0] + anchors
-        half = pts[:, 1] / 2
-        kps = pts[:, 2:] + anchors[:, None]
-        data = np.concatenate([centre - half, centre + half, kps.reshape(-1, 12)], axis=1)
-        valid = (half > 0).all(axis=1)
-        merged = weighted_nms(data[valid], scores[valid], self.min_suppression_iou, self.max_faces)
+        merged = decode(outputs, self.size, self.score_threshold, self.min_suppression_iou, self.max_faces)
         sx, sy, px, py = context
         offset, scale = np.tile([px, py], 8), np.tile([sx, sy], 8)
         faces = []
