@@ -87,18 +87,20 @@ class Pipeline:
         chosen = {k: v for k, v in chosen.items() if k in zoo.STAGES and v and v != "none"}
         if "face" not in chosen:
             raise EdgegazeError("a pipeline needs a face detector (--face)")
-        for kind, impl in chosen.items():
+        # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH50
+        split = {kind: (impl.partition("@")[0], impl.partition("@")[2] or precision) for kind, impl in chosen.items()}
+        for kind, (impl, _) in split.items():
             stages.stage_class(impl)  # unknown ids fail here with the valid list
             need = stages.NEEDS_LANDMARKS.get(impl)
-            if need and chosen.get("landmarks") != need:
+            if need and split.get("landmarks", ("",))[0] != need:
                 raise EdgegazeError(f"--{kind.replace('_', '-')} {impl} needs --landmarks {need}")
         if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
             raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
         built = {}
-        for kind, impl in chosen.items():
+        for kind, (impl, own) in split.items():
             if prepare and impl not in stages.MODEL_FREE:
-                convert.prepare(impl, precision)
-            built[kind] = stages.build(impl, precision, device, hint=hint, threads=threads)
+                convert.prepare(impl, own)
+            built[kind] = stages.build(impl, own, device, hint=hint, threads=threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)
 

@@ -63,6 +63,8 @@ def ir_file(model_id: str, precision: str = "FP32") -> Path:
             how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
         elif precision == "FP16-INT8" and zoo.get(model_id).set != "omz":  # Intel ships it for OMZ only
             how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO, then use --precision INT8"
+        elif precision not in zoo.get(model_id).precisions:  # a pruned tag such as CH50 or PRUNED50
+            how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
         else:
             how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
         raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")

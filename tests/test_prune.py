@@ -139,6 +139,21 @@ def test_pruned_iris_ir_tracks_the_original_on_real_eyes(structured, sources):
         assert np.all((cb > 0) & (cb < 64))  # inside the eye crop
 
 
+def test_pruned_model_drives_the_pipeline_beside_fp32_stages(structured):
+    """--gaze iris-landmark@TAG: the pruned iris model runs in the real pipeline, the other stages at FP32."""
+    from pipeline.runner import Pipeline
+
+    frames = read_frames(VIDEOS[0], [0, 30, 60])
+    pruned = Pipeline.from_set("mediapipe", gaze="iris-landmark@TEST-CH50", tracking=False)
+    dense = Pipeline.from_set("mediapipe", tracking=False)
+    assert pruned.names["gaze"] == "iris-landmark@TEST-CH50"
+    for i, frame in enumerate(frames):
+        a, b = pruned.process(frame, i).faces, dense.process(frame, i).faces
+        assert a and b and np.allclose(a[0].face.box, b[0].face.box)  # same detector, same precision
+        cos = float(np.dot(a[0].gaze.vector, b[0].gaze.vector))
+        assert np.degrees(np.arccos(np.clip(cos, -1, 1))) < 15  # the pruned iris model still sees the eyes
+
+
 def test_structured_omz_landmarks_run_in_the_landmarks_stage(zoo_ready, torch_mod, sources):
     """Channel-pruned OMZ 5-point landmarks drive the real stage: eyes inside the face box."""
     from pipeline.results import FaceResult
