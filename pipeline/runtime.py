@@ -59,11 +59,14 @@ def ir_file(model_id: str, precision: str = "FP32") -> Path:
     """Path of a converted IR, or a clear error naming the command that makes it."""
     path = paths.ir_path(model_id, precision)
     if not path.exists():
+        spec = zoo.get(model_id)
         if precision == "INT8":
             how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
-        elif precision == "FP16-INT8" and zoo.get(model_id).set != "omz":  # Intel ships it for OMZ only
-            how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO, then use --precision INT8"
-        elif precision not in zoo.get(model_id).precisions:  # a pruned tag such as CH50 or PRUNED50
+        elif precision == "FP16-INT8" and precision not in spec.precisions:  # Intel ships it for some OMZ models
+            flag = f"--{spec.stage.replace('_', '-')}"
+            how = (f"edgegaze optimize quantize --model {model_id} --calib VIDEO (Intel ships no FP16-INT8 of it); "
+                   f"in a run, {flag} {model_id}@INT8 uses that, {flag} none leaves the stage out")
+        elif precision not in spec.precisions:  # a pruned tag such as CH50 or PRUNED50
             how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
         else:
             how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"

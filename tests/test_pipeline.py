@@ -159,3 +159,13 @@ def test_cli_run_writes_video_and_jsonl(zoo_ready, tmp_path):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 15 and all(len(r["faces"]) == 1 for r in records)
     assert video.stat().st_size > 10_000
+
+
+def test_a_missing_precision_names_the_command_that_makes_it(zoo_ready):
+    from pipeline.errors import EdgegazeError
+
+    # Intel ships no FP16-INT8 of open-closed-eye-0001: the message offers its INT8 or leaving it out
+    with pytest.raises(EdgegazeError, match="--eye-state open-closed-eye-0001@INT8 .* --eye-state none"):
+        Pipeline.from_set("omz", precision="FP16-INT8")
+    with pytest.raises(EdgegazeError, match="edgegaze optimize prune --model iris-landmark .* --tag CH99"):
+        Pipeline.from_set("mediapipe", gaze="iris-landmark@CH99")
