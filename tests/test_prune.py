@@ -72,6 +72,24 @@ def test_torch_form_matches_ir_on_real_crops(zoo_ready, torch_mod, sources, mode
             assert np.abs(o.reshape(ref[k].shape) - ref[k]).max() < 1e-4 * max(1.0, np.abs(ref[k]).max())
 
 
+def test_augmented_eye_crops_stay_eyes(zoo_ready, torch_mod, sources):
+    """Distillation's augmentation makes new inputs, not noise: every crop changes, and the
+    teacher still finds the iris near where it was (rotation ±12°, shift ±6 % move it a few px)."""
+    from pipeline import zoo
+    from pipeline.optimize import crops, distill, torch_forms
+
+    spec = zoo.get("iris-landmark")
+    data = crops.cut("iris-landmark", sources[:1], max_frames=4, jitter=0)
+    moved = crops.augment(data.images, np.random.default_rng(0))
+    assert moved.shape == data.images.shape and moved.dtype == np.uint8
+    assert all(np.abs(a.astype(int) - b).mean() > 2 for a, b in zip(moved, data.images))
+    teacher, _ = torch_forms.build("iris-landmark")
+    before, after = (distill.run(teacher, crops.to_model_input(i, spec.input))[1].reshape(-1, 5, 3)[:, 0, :2]
+                     for i in (data.images, moved))
+    shift = np.linalg.norm(after - before, axis=1) / data.iod
+    assert np.all(shift < 0.5) and np.all((after > 0) & (after < 64))
+
+
 def _run(model_id, method, ratio, tag, sources, **kw):
     from pipeline.optimize import prune
 

@@ -129,3 +129,19 @@ def to_model_input(images: np.ndarray, spec_input: dict) -> np.ndarray:
     if spec_input["layout"] == "NCHW":
         x = x.transpose(0, 3, 1, 2)
     return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def augment(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Randomly rotated (±12°), scaled (±10 %), shifted (±6 %), relit (contrast, brightness,
+    gamma) and noised copies of u8 crops. The teacher labels whatever the student sees, so these
+    are new training inputs, not noisy labels: distillation stops fitting the few hundred crops."""
+    out = np.empty_like(images)
+    n, h, w = images.shape[:3]
+    for i in range(n):
+        m = cv2.getRotationMatrix2D((w / 2, h / 2), rng.uniform(-12, 12), rng.uniform(0.9, 1.1))
+        m[:, 2] += rng.uniform(-0.06, 0.06, 2) * (w, h)
+        img = cv2.warpAffine(images[i], m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        x = (img.astype(np.float32) / 255) ** np.exp(rng.uniform(-0.3, 0.3))
+        x = x * rng.uniform(0.75, 1.25) + rng.uniform(-0.1, 0.1) + rng.normal(0, 0.01, x.shape)
+        out[i] = np.clip(x * 255 + 0.5, 0, 255).astype(np.uint8)
+    return out

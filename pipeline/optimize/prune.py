@@ -186,8 +186,8 @@ def _validate(model_id: str, method: str, ratio: float, steps: int) -> zoo.Model
     return check_supported(model_id)
 
 
-def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, steps: int = 300, then_int8: bool = False,
-          tag: str | None = None, per_unit: str = "sensitivity", max_frames: int = 120, lr: float = 5e-4,
+def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, steps: int = 1600, then_int8: bool = False,
+          tag: str | None = None, per_unit: str = "sensitivity", max_frames: int = 480, lr: float = 5e-4,
           latency: bool = True, log=print) -> dict:
     """Prune one zoo model, recover by distillation, export IR; returns the report (also written
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
@@ -210,8 +210,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
     log(f"{model_id}: {tr.sum()} training and {ho.sum()} held-out crops from {len(sources)} source(s)")
 
     teacher, example = build(model_id)
-    t_all = distill.run(teacher, x)
-    t_tr, t_ho = [t[tr] for t in t_all], [t[ho] for t in t_all]
+    t_ho = distill.run(teacher, x[ho])
     # the PyTorch form against the FP32 IR on the held-out crops (f32 inference)
     ir = f32_compile(ir_file(model_id, "FP32"))
     feed_batch = spec.batch
@@ -224,7 +223,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
     log(f"{model_id}: PyTorch form vs FP32 IR max abs difference {form_err:.2e}")
 
     report: dict = {"model_id": model_id, "tag": tag, "method": method, "ratio": ratio, "steps": steps,
-                    "calib": sources, "crops": {"train": int(tr.sum()), "heldout": int(ho.sum())},
+                    "frames": max_frames, "calib": sources, "crops": {"train": int(tr.sum()), "heldout": int(ho.sum())},
                     "torch_form_max_abs_diff": form_err,
                     "metric": "% IOD" if model_id != "head-pose-estimation-adas-0001" else "degrees"}
     folder_tmp = Path(tempfile.mkdtemp(prefix="edgegaze-prune-"))
@@ -239,7 +238,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
             nncf.batch_norm_adaptation(student, nncf.Dataset(loader), num_iterations=len(loader))
         report["batch_norm_adaptation"] = has_bn
         report["error_before"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-        distill.distill(student, x[tr], t_tr, steps, lr=lr, log=log)
+        distill.distill(student, teacher, data.images[tr], spec.input, steps, lr=lr, log=log)
         report["error_after"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
         stat = nncf.pruning_statistic(student)
         report["nncf_sparsity"] = round(stat.pruning_ratio, 4)
@@ -267,7 +266,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
         student = graph.apply(graph.plan(ratios, scores))
         report["units_pruned"] = {graph.units[i].name: r for i, r in ratios.items()}
         report["error_before"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-        distill.distill(student, x[tr], t_tr, steps, lr=lr, log=log)
+        distill.distill(student, teacher, data.images[tr], spec.input, steps, lr=lr, log=log)
         report["error_after"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
     log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
         f"{report['error_after']:.3f} after {steps} distillation steps ({report['metric']})")
@@ -323,8 +322,8 @@ def _int8(model: ov.Model, images: np.ndarray, batch: int) -> ov.Model:
 
 def markdown(reports: list[dict]) -> str:
     head = ("| model | tag | params dense / non-zero | MMACs dense / non-zero | IR MB raw / gzip | "
-            "error before / after recovery | p50 ms 1t (FP32 → pruned) | p50 ms 2t | speedup est. FLOPs / profile / measured 1t |\n"
-            "|---|---|---|---|---|---|---|---|---|\n")
+            "recovery steps (train crops) | error before / after recovery | p50 ms 1t (FP32 → pruned) | p50 ms 2t | speedup est. FLOPs / profile / measured 1t |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for r in reports:
         p, lat = r["pruned"], r.get("latency_p50", {})
@@ -333,7 +332,7 @@ def markdown(reports: list[dict]) -> str:
             f"| {r['model_id']} | {r['tag']} | {p['params']:,} / {p['params_nonzero']:,} (FP32 {r['dense']['params']:,}) | "
             f"{p['macs'] / 1e6:.1f} / {p['macs_nonzero'] / 1e6:.1f} (FP32 {r['dense']['macs'] / 1e6:.1f}) | "
             f"{p['size_bytes'] / 1e6:.2f} / {p['size_gzip_bytes'] / 1e6:.2f} (FP32 {r['dense']['size_bytes'] / 1e6:.2f} / "
-            f"{r['dense']['size_gzip_bytes'] / 1e6:.2f}) | {r['error_before']:.3f} / {r['error_after']:.3f} {r['metric']} | "
+            f"{r['dense']['size_gzip_bytes'] / 1e6:.2f}) | {r['steps']} ({r['crops']['train']}) | {r['error_before']:.3f} / {r['error_after']:.3f} {r['metric']} | "
             f"{one.get('fp32_ms', '-')} → {one.get('pruned_ms', '-')} | {two.get('fp32_ms', '-')} → {two.get('pruned_ms', '-')} | "
             f"{r['estimated_speedup_flops']} / {r.get('estimated_speedup_profile', '-')} / {one.get('speedup', '-')} |")
     return head + "\n".join(rows) + "\n"
