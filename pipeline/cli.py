@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
     p.add_argument("--steps", type=int, default=1600, help="distillation steps (batch 16) for recovery; "
-                   "the iris model takes about 0.3 s a step on 2 cores")
+                   "the iris model takes 0.2-0.3 s a step on 2 cores")
     p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")
     p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],

@@ -1,10 +1,11 @@
 """Recovery without labels: knowledge distillation from the original model, and the error metrics.
 
 The teacher is the unpruned PyTorch form; its outputs on unlabeled crops, most of them randomly
-rotated and relit at each step, are the targets. The loss is a smooth-L1 on every output, each scaled by the teacher's spread on that output so that
-1404 landmark coordinates and one presence logit weigh alike. Errors are reported the way the
-pipeline uses the models: landmark error in % of the inter-ocular distance (IOD), iris-centre
-error in % IOD for the iris model, angle error in degrees for head pose.
+rotated and relit at each step, are the targets. The loss is a smooth-L1 on every output, each
+scaled by the teacher's spread on that output so that 1404 landmark coordinates and one presence
+logit weigh alike. Errors are reported the way the pipeline uses the models: landmark error in %
+of the inter-ocular distance (IOD), iris-centre error in % IOD for the iris model, angle error in
+degrees for head pose.
 """
 
 from __future__ import annotations
