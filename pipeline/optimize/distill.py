@@ -74,10 +74,9 @@ def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, 
     student.train()
     losses, t0 = [], time.perf_counter()
     for step in range(steps):
-        imgs = images[rng.integers(0, len(images), min(batch, len(images)))]
+        imgs = images[rng.integers(0, len(images), min(batch, len(images)))]  # a copy: fancy indexing
         moved = rng.random(len(imgs)) < augment
         if moved.any():
-            imgs = imgs.copy()
             imgs[moved] = crops.augment(imgs[moved], rng)
         xb = torch.from_numpy(crops.to_model_input(imgs, spec_input))
         with torch.no_grad():
