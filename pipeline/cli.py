@@ -93,7 +93,8 @@ def _optimize_prune(args) -> int:
     from pipeline.optimize import prune
 
     report = prune.prune(args.model, args.method, args.ratio, args.calib, steps=args.steps, then_int8=args.then_int8,
-                         tag=args.tag, per_unit=args.per_unit, max_frames=args.frames)
+                         tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
+                         block=args.channel_block, refit_convs=args.refit)
     print(prune.markdown([report]), end="")
     return 0
 
@@ -226,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
                    help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
     p.add_argument("--frames", type=int, default=480, help="frames sampled from the calibration sources")
+    p.add_argument("--no-refit", dest="refit", action="store_false",
+                   help="structured: skip the least-squares refit before distillation")
+    p.add_argument("--channel-block", type=int, default=16, help="structured: keep channel counts a multiple of this; "
+                   "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
     _add_eval(sub)
     return parser

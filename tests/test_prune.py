@@ -72,6 +72,26 @@ def test_torch_form_matches_ir_on_real_crops(zoo_ready, torch_mod, sources, mode
             assert np.abs(o.reshape(ref[k].shape) - ref[k]).max() < 1e-4 * max(1.0, np.abs(ref[k]).max())
 
 
+def test_channel_plans_keep_whole_blocks(torch_mod, zoo_ready):
+    """Units are pruned in whole 16-channel blocks, the unit OpenVINO's CPU plugin computes in:
+    a 64-channel unit can lose 16, 32 or 48, a 32-channel one 16; at least one block stays."""
+    from pipeline.optimize import channels, torch_forms
+
+    module, example = torch_forms.build("iris-landmark")
+    graph = channels.ChannelGraph(module, example)
+    widths = {len(u.sets) for u in graph.units}
+    assert widths == {32, 64}
+    for u, unit in enumerate(graph.units):
+        assert graph.levels(u, 16) == ([0.25, 0.5, 0.75] if len(unit.sets) == 64 else [0.5])
+    scores = {r: float(r) for u in graph.units for r in u.sets}
+    for ratio in (0.1, 0.3, 0.9):
+        removed = graph.plan({u: ratio for u in range(len(graph.units))}, scores, 16)
+        for unit in graph.units:
+            kept = len(set(unit.sets) - removed)
+            assert kept % 16 == 0 and 16 <= kept <= len(unit.sets)
+            assert kept == max(16, round(len(unit.sets) * (1 - ratio) / 16) * 16)
+
+
 def test_augmented_eye_crops_stay_eyes(zoo_ready, torch_mod, sources):
     """Distillation's augmentation makes new inputs, not noise: every crop changes, and the
     teacher still finds the iris near where it was (rotation ±12°, shift ±6 % move it a few px)."""
@@ -131,6 +151,30 @@ def test_structured_makes_the_exported_ir_smaller(structured):
     assert pruned["params"] < 0.8 * dense["params"]
     assert pruned["macs"] < 0.8 * dense["macs"]
     assert pruned["sparsity"] < 0.05  # dense graph, not zeros
+
+
+def _conv_widths(xml) -> set[int]:
+    from pipeline.runtime import core
+
+    return {op.get_output_partial_shape(0)[1].get_length() for op in core().read_model(str(xml)).get_ordered_ops()
+            if op.get_type_name() in ("Convolution", "GroupConvolution")}
+
+
+def test_structured_keeps_whole_channel_blocks(structured):
+    """Every pruned width is a whole number of 16-channel blocks, the unit OpenVINO's CPU plugin
+    computes in; widths the pruning left alone are the original ones."""
+    from pipeline.runtime import ir_file
+
+    dense, pruned = _conv_widths(ir_file("iris-landmark", "FP32")), _conv_widths(structured["ir"])
+    changed = pruned - dense
+    assert changed and all(w % 16 == 0 for w in changed)
+    assert structured["channel_block"] == 16
+
+
+def test_refit_brings_the_pruned_model_back_before_distillation(structured):
+    """The least-squares refit of the convolutions after the pruned channels (on the training
+    crops) lowers the held-out error before any gradient step."""
+    assert structured["error_refit"] < 0.8 * structured["error_before"]
 
 
 def test_distillation_recovers_structured_pruning(structured):

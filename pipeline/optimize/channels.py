@@ -26,6 +26,12 @@ import numpy as np
 
 from pipeline.optimize.torch_forms import require_torch
 
+# OpenVINO's CPU plugin stores activations in blocks of 16 channels on AVX-512 (8 on AVX2), so a
+# layer left with 40 of 64 channels runs as 48: removals short of a whole block buy little time.
+# Measured on the iris model's first unit (1 thread, speedup of the whole model): 64 -> 48 channels
+# 1.12-1.19x, 64 -> 40 1.14-1.21x, 64 -> 32 1.29-1.36x.
+BLOCK = 16
+
 
 @dataclass
 class Unit:
@@ -147,14 +153,21 @@ class ChannelGraph:
                 per_elem[(j, c)] = per_elem.get((j, c), 0.0) + float(col[c] * (rms[j][c] if rms[j] is not None else 1.0))
         return {r: sum(per_elem.get(m, 0.0) for m in ms) for r, ms in self.members.items()}
 
-    def plan(self, ratios: dict[int, float], scores: dict[int, float], multiple: int = 4) -> set[int]:
-        """Sets to remove: in unit u the round(ratio * n) lowest-scored, so that the kept count is a
-        multiple of `multiple` (CPU kernels work on channel blocks) and at least one block stays."""
+    def levels(self, u: int, block: int, most: float = 0.75) -> list[float]:
+        """Ratios unit u can be pruned at: those that keep a whole number of channel blocks (at
+        least one) and remove at most `most` of it."""
+        n = len(self.units[u].sets)
+        return [round(1 - k * block / n, 4) for k in range(n // block, 0, -1)
+                if k * block < n and 1 - k * block / n <= most + 1e-9]
+
+    def plan(self, ratios: dict[int, float], scores: dict[int, float], block: int = BLOCK) -> set[int]:
+        """Sets to remove: in unit u the lowest-scored, so many that the kept count is the multiple
+        of `block` nearest to (1 - ratio) * n, and at least one block stays."""
         remove = set()
         for u, ratio in ratios.items():
             unit = self.units[u]
             n = len(unit.sets)
-            keep = max(multiple, int(round(n * (1 - ratio) / multiple)) * multiple) if n > multiple else n
+            keep = max(block, int(np.floor(n * (1 - ratio) / block + 0.5)) * block) if n > block else n
             drop = n - min(keep, n)
             remove |= set(sorted(unit.sets, key=lambda r: scores[r])[:drop])
         return remove
@@ -206,6 +219,7 @@ class ChannelGraph:
                     nb = sum(1 for c in range(b[1]) if c in kept)
                     ne = sum(1 for c in range(b[1] + cin, self.channels[i]) if c in kept)
                     nd.attrs = {**nd.attrs, "begin": b[:1] + [nb] + b[2:], "end": e[:1] + [ne] + e[2:]}
+        m.kept_channels = keep  # per node: the original channels it keeps, None if all (for refit)
         return m
 
 

@@ -5,8 +5,9 @@ distillation recovery, exported to models/ir/<model-id>/<TAG>/ with a report bes
   model has batch norm (none of the supported zoo models do), distillation with the masks on,
   nncf.strip, export. Sparsity buys size (the zeros compress), not speed: OpenVINO's CPU plugin
   runs sparse convolutions at dense speed.
-- structured: whole channels removed (pipeline.optimize.channels), per-unit ratios from the
-  sensitivity analysis (error when only that unit is pruned, against its share of measured time),
+- structured: whole channels removed in blocks of 16 (pipeline.optimize.channels), per-unit
+  ratios from the sensitivity analysis (error when only that unit is pruned, against its share of
+  measured time), a least-squares refit of the convolutions that follow (pipeline.optimize.refit),
   distillation, export. The graph stays dense and gets smaller and faster.
 
 The exported IR has the interface of the FP32 IR (u8 NHWC BGR, same names, batch, outputs), so
@@ -28,15 +29,13 @@ import openvino as ov
 
 from pipeline import __version__, convert, paths, zoo
 from pipeline.errors import EdgegazeError
-from pipeline.optimize import crops, distill
+from pipeline.optimize import crops, distill, refit
+from pipeline.optimize.channels import BLOCK
 from pipeline.optimize.torch_forms import build, check_supported, require_torch, to_ov
 from pipeline.report.latency import interleaved
 from pipeline.runtime import compile_model, core, ir_file
 
 METHODS = ("unstructured", "structured")
-# per-unit ratios the sensitivity analysis tries; eighths at the low end because a quarter of the
-# iris model's widest unit is already 9 % of its time, too coarse to land near a requested ratio
-LEVELS = (0.125, 0.25, 0.375, 0.5, 0.75)
 
 
 def default_tag(method: str, ratio: float, then_int8: bool = False) -> str:
@@ -111,9 +110,11 @@ def conv_times(ov_model: ov.Model, feed, runs: int = 30) -> dict[str, float]:
 
 # ---------------------------------------------------------------- sensitivity
 
-def sensitivity(model_id, graph, x_held, t_held, iod, scores, times: dict[str, float], log=print) -> list[dict]:
-    """Per unit: the held-out error when only it is pruned at each of LEVELS, and its share of the
-    measured time (each conv's time split over the units it reads or writes, by channel share)."""
+def sensitivity(model_id, graph, x_held, t_held, iod, scores, times: dict[str, float], block: int,
+                log=print) -> list[dict]:
+    """Per unit: the held-out error when only it is pruned at each of its levels (whole channel
+    blocks), and its share of the measured time (each conv's time split over the units it reads
+    or writes, by channel share)."""
     rows = []
     for u, unit in enumerate(graph.units):
         t_us = 0.0
@@ -122,8 +123,8 @@ def sensitivity(model_id, graph, x_held, t_held, iod, scores, times: dict[str, f
             share = len(unit.sets) / max(conv.out_channels if conv.groups > 1 else conv.in_channels + conv.out_channels, 1)
             t_us += times.get(key, 0.0) * min(share, 1.0)
         errs = {}
-        for level in LEVELS:
-            pruned = graph.apply(graph.plan({u: level}, scores))
+        for level in graph.levels(u, block):
+            pruned = graph.apply(graph.plan({u: level}, scores, block))
             errs[level] = distill.error(model_id, distill.run(pruned, x_held), t_held, iod, all_points=True)
         rows.append({"unit": unit.name, "channels": len(unit.sets), "convs": len(unit.convs),
                      "time_us": round(t_us, 2), "time_share": round(t_us / max(times.get("_total", 1.0), 1e-9), 4),
@@ -140,7 +141,7 @@ def allocate(rows: list[dict], ratio: float) -> dict[int, float]:
     while saved < ratio * total:
         best = None
         for i, r in enumerate(rows):
-            levels = [lv for lv in LEVELS if lv > chosen[i]]
+            levels = sorted(float(k) for k in r["error"] if float(k) > chosen[i])
             if not levels or r["time_us"] <= 0:
                 continue
             lv = levels[0]
@@ -163,8 +164,10 @@ def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for level in LEVELS:
-        ax.scatter([r["time_share"] * 100 for r in rows], [r["error"][str(level)] for r in rows], label=f"{level:.0%} of channels")
+    for level in sorted({float(k) for r in rows for k in r["error"]}):
+        have = [r for r in rows if str(level) in r["error"]]
+        ax.scatter([r["time_share"] * 100 for r in have], [r["error"][str(level)] for r in have],
+                   label=f"{level:.1%} of channels")
     ax.set_xlabel("share of measured time, %")
     ax.set_ylabel("error when only this unit is pruned (no recovery)")
     ax.set_yscale("symlog", linthresh=0.1)
@@ -177,23 +180,25 @@ def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
 
 # ---------------------------------------------------------------- the command
 
-def _validate(model_id: str, method: str, ratio: float, steps: int) -> zoo.ModelSpec:
+def _validate(model_id: str, method: str, ratio: float, steps: int, block: int) -> zoo.ModelSpec:
     if method not in METHODS:
         raise EdgegazeError(f"unknown pruning method '{method}'; use one of: {', '.join(METHODS)}")
     if not 0.0 < float(ratio) < 1.0:
         raise EdgegazeError(f"--ratio must be between 0 and 1 (exclusive), got {ratio}")
     if steps < 0:
         raise EdgegazeError(f"--steps must be >= 0, got {steps}")
+    if block < 1:
+        raise EdgegazeError(f"--channel-block must be >= 1, got {block}")
     require_torch()
     return check_supported(model_id)
 
 
 def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, steps: int = 1600, then_int8: bool = False,
           tag: str | None = None, per_unit: str = "sensitivity", max_frames: int = 480, lr: float = 5e-4,
-          latency: bool = True, log=print) -> dict:
+          latency: bool = True, block: int = BLOCK, refit_convs: bool = True, log=print) -> dict:
     """Prune one zoo model, recover by distillation, export IR; returns the report (also written
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
-    spec = _validate(model_id, method, ratio, steps)
+    spec = _validate(model_id, method, ratio, steps, block)
     torch = require_torch()
     import copy
 
@@ -254,7 +259,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
         feed = np.repeat(data.images[:1], spec.batch, 0)
         if per_unit == "sensitivity":
             times = conv_times(to_ov(teacher, spec), feed)
-            rows = sensitivity(model_id, graph, x[ho], t_ho, data.iod[ho], scores, times, log=log)
+            rows = sensitivity(model_id, graph, x[ho], t_ho, data.iod[ho], scores, times, block, log=log)
             ratios = allocate(rows, ratio)
             for i, r in enumerate(rows):
                 r["chosen_ratio"] = ratios.get(i, 0.0)
@@ -265,9 +270,13 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
             report["estimated_speedup_profile"] = round(times["_total"] / max(times["_total"] - saved, 1e-9), 3)
         else:
             ratios = {i: ratio for i in range(len(graph.units))}
-        student = graph.apply(graph.plan(ratios, scores))
+        student = graph.apply(graph.plan(ratios, scores, block))
+        report["channel_block"] = block
         report["units_pruned"] = {graph.units[i].name: r for i, r in ratios.items()}
         report["error_before"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
+        if refit_convs:
+            refit.refit(student, teacher, x[tr][:: max(1, int(tr.sum()) // 128)][:128], log=log)
+            report["error_refit"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
         distill.distill(student, teacher, data.images[tr], spec.input, steps, lr=lr, log=log)
         report["error_after"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
     log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
@@ -324,17 +333,18 @@ def _int8(model: ov.Model, images: np.ndarray, batch: int) -> ov.Model:
 
 def markdown(reports: list[dict]) -> str:
     head = ("| model | tag | params dense / non-zero | MMACs dense / non-zero | IR MB raw / gzip | "
-            "recovery steps (train crops) | error before / after recovery | p50 ms 1t (FP32 → pruned) | p50 ms 2t | speedup est. FLOPs / profile / measured 1t |\n"
+            "recovery steps (train crops) | error pruned / refit / distilled | p50 ms 1t (FP32 → pruned) | p50 ms 2t | speedup est. FLOPs / profile / measured 1t |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for r in reports:
         p, lat = r["pruned"], r.get("latency_p50", {})
         one, two = lat.get("1t", {}), lat.get("2t", {})
+        fit = f"{r['error_refit']:.3f} / " if "error_refit" in r else "- / "
         rows.append(
             f"| {r['model_id']} | {r['tag']} | {p['params']:,} / {p['params_nonzero']:,} (FP32 {r['dense']['params']:,}) | "
             f"{p['macs'] / 1e6:.1f} / {p['macs_nonzero'] / 1e6:.1f} (FP32 {r['dense']['macs'] / 1e6:.1f}) | "
             f"{p['size_bytes'] / 1e6:.2f} / {p['size_gzip_bytes'] / 1e6:.2f} (FP32 {r['dense']['size_bytes'] / 1e6:.2f} / "
-            f"{r['dense']['size_gzip_bytes'] / 1e6:.2f}) | {r['steps']} ({r['crops']['train']}) | {r['error_before']:.3f} / {r['error_after']:.3f} {r['metric']} | "
+            f"{r['dense']['size_gzip_bytes'] / 1e6:.2f}) | {r['steps']} ({r['crops']['train']}) | {r['error_before']:.3f} / {fit}{r['error_after']:.3f} {r['metric']} | "
             f"{one.get('fp32_ms', '-')} → {one.get('pruned_ms', '-')} | {two.get('fp32_ms', '-')} → {two.get('pruned_ms', '-')} | "
             f"{r['estimated_speedup_flops']} / {r.get('estimated_speedup_profile', '-')} / {one.get('speedup', '-')} |")
     return head + "\n".join(rows) + "\n"
