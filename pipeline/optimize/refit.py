@@ -48,6 +48,8 @@ def refit(student, teacher, x: np.ndarray, batch: int = 32, ridge: float = 1e-3,
             continue
         conv = student.convs[nd.name]
         ata = aty = None
+        # both models run again for every convolution: keeping all teacher outputs instead would
+        # take gigabytes for FaceMesh's 192x192 crops, and the student's inputs change as it is refit
         for xb in batches:
             a = _patches(torch, conv, nd.attrs["pads"], _node_output(torch, student, xb, nd.inputs[0]))
             y = _node_output(torch, teacher, xb, i)
