@@ -9,7 +9,7 @@ extra error (iris centre for the iris model); unstructured >= 50% sparsity with 
 Each run is model:method:ratio:steps:frames; --only re-runs those rows and keeps the others.
 The iris runs get 1600-3200 distillation steps on crops from 480-960 frames, which is what the
 budget needs; the FaceMesh runs keep 400 steps on 120 frames so the whole benchmark fits in
-about an hour on 2 cores (measured: 20 minutes for the first row, 36 for the other four).
+about 45 minutes on 2 cores (measured: 19 minutes for the first row, 27 for the other four).
 
 Writes results/prune/bench_prune.{json,md,png} (+ the sensitivity PNGs) and the IRs under
 models/ir/<id>/<TAG>/. Latency on a shared machine is noisy: models are timed interleaved.
