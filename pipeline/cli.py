@@ -94,7 +94,7 @@ def _optimize_prune(args) -> int:
 
     report = prune.prune(args.model, args.method, args.ratio, args.calib, steps=args.steps, then_int8=args.then_int8,
                          tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
-                         block=args.channel_block, refit_convs=args.refit)
+                         block=args.channel_block, refit_convs=args.refit, focus=args.focus)
     print(prune.markdown([report]), end="")
     return 0
 
@@ -226,9 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
                    help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
-    p.add_argument("--frames", type=int, default=480, help="frames sampled from the calibration sources")
+    p.add_argument("--frames", type=int, default=960, help="frames sampled from the calibration sources (the last quarter "
+                   "of each is held out to measure recovery)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="structured: skip the least-squares refit before distillation")
+    p.add_argument("--focus", type=float, default=1.0, help="extra distillation weight on the outputs the pipeline reads "
+                   "(iris model: iris centre and eye corners); 0 weighs every output alike")
     p.add_argument("--channel-block", type=int, default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)

@@ -92,6 +92,19 @@ def test_channel_plans_keep_whole_blocks(torch_mod, zoo_ready):
             assert kept == max(16, round(len(unit.sets) * (1 - ratio) / 16) * 16)
 
 
+def test_iris_sensitivity_error_counts_each_output_whole():
+    """The sensitivity analysis scores the iris model by the worse of its two outputs: an error only
+    in the 5 iris points counts in full, not diluted by the 71 contour points that are right."""
+    from pipeline.optimize import distill
+
+    rng = np.random.default_rng(0)
+    teacher = [rng.uniform(0, 64, (4, 213)).astype(np.float32), rng.uniform(0, 64, (4, 15)).astype(np.float32)]
+    student = [teacher[0].copy(), teacher[1] + np.tile([0.6, 0.8, 0.0], 5).astype(np.float32)]  # 1 px off
+    iod = np.full(4, 50.0, np.float32)
+    assert distill.error("iris-landmark", student, teacher, iod, every_output=True) == pytest.approx(2.0, rel=1e-5)  # 1/50
+    assert distill.error("iris-landmark", student, teacher, iod) == pytest.approx(2.0, rel=1e-5)  # the centre alone
+
+
 def test_augmented_eye_crops_stay_eyes(zoo_ready, torch_mod, sources):
     """Distillation's augmentation makes new inputs, not noise: every crop changes, and the
     teacher still finds the iris near where it was (rotation ±12°, shift ±6 % move it a few px)."""
@@ -108,6 +121,27 @@ def test_augmented_eye_crops_stay_eyes(zoo_ready, torch_mod, sources):
                      for i in (data.images, moved))
     shift = np.linalg.norm(after - before, axis=1) / data.iod
     assert np.all(shift < 0.5) and np.all((after > 0) & (after < 64))
+
+
+def test_crops_skip_detections_facemesh_calls_no_face(zoo_ready, tmp_path):
+    """In stock_single_face_720p frames 175-205 a second detection is a man's chin with his eyes
+    above the frame; FaceMesh scores it as no face, so only the woman's two eyes are cut, and the
+    original iris model finds an iris inside each crop."""
+    import cv2
+
+    from pipeline import zoo
+    from pipeline.optimize import crops
+    from pipeline.runtime import load
+
+    for i, frame in zip((175, 185, 195, 205), read_frames("video/stock_single_face_720p.mp4", [175, 185, 195, 205])):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), frame)
+    data = crops.cut("iris-landmark", [str(tmp_path)], max_frames=4, jitter=0)
+    assert len(data.images) == 8  # 4 frames x 2 eyes of one face
+    iris = load("iris-landmark", "FP32")
+    batch = zoo.get("iris-landmark").batch
+    for i in range(0, 8, batch):
+        centres = iris([data.images[i:i + batch]])[1].reshape(batch, 5, 3)[:, 0, :2]
+        assert np.all((centres > 16) & (centres < 48))  # the middle half of the 64 x 64 crop
 
 
 def _run(model_id, method, ratio, tag, sources, **kw):

@@ -3,10 +3,13 @@
 Face crops (FaceMesh) come from the OMZ SSD detector's box, grown to a square of 1.25x (about
 the region MediaPipe feeds FaceMesh); eye crops (iris) are squares of 2.3x the eye-corner distance
 around each eye, placed with the FaceMesh IR's landmarks, the second eye mirrored as the iris
-model expects. Each crop carries the inter-ocular distance (IOD) in its own pixels, so errors can
-be reported as % IOD. Training crops are jittered (shift/scale) so a few hundred frames give
-varied inputs; held-out crops are not jittered and come from the last part of every source, so
-the split is by time, not by neighbouring frames.
+model expects. A detection FaceMesh scores as no face (presence < 0.5, MediaPipe's threshold and
+the pipeline's) gives no crops: its "eyes" are cheeks or lie beyond the frame (in
+stock_single_face_720p, 71 of 512 detections, a chin whose eyes are above the picture), and the
+teacher's guess there is neither a target nor a test. Each crop carries the inter-ocular distance
+(IOD) in its own pixels, so errors can be reported as % IOD. Training crops are jittered
+(shift/scale) so a few hundred frames give varied inputs; held-out crops are not jittered and
+come from the last part of every source, so the split is by time, not by neighbouring frames.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pipeline.runtime import compile_model, ir_file
 from pipeline.sources import open_source
 
 FACE_SCALE, EYE_SCALE = 1.25, 2.3
+MIN_PRESENCE = 0.5
 # FaceMesh indices of the eye corners (subject's right eye, left eye)
 EYE_CORNERS = ((33, 133), (362, 263))
 CROP_MODELS = {"face-landmark": "face", "iris-landmark": "eye", "landmarks-regression-retail-0009": "face",
@@ -66,7 +70,9 @@ class _Cutter:
             yield (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) * FACE_SCALE
 
     def landmarks(self, crop):
-        return self.mesh([crop[None]])[0].reshape(468, 3)
+        """(468 x 3 points, face-presence probability) of a 192 x 192 face crop."""
+        mesh, presence = sorted(self.mesh([crop[None]]).values(), key=np.size, reverse=True)
+        return mesh.reshape(468, 3), float(1 / (1 + np.exp(-presence.ravel()[0])))
 
 
 def _iod(lm):
@@ -92,9 +98,9 @@ def cut(model_id: str, sources: list[str], max_frames: int = 120, jitter: int = 
             is_held = index >= count * (1 - heldout)
             for cx, cy, side in cutter.faces(frame):
                 face = _square_warp(frame, cx, cy, side, 192)
-                lm = cutter.landmarks(face)
+                lm, presence = cutter.landmarks(face)
                 iod192 = _iod(lm)
-                if iod192 < 10:  # not a usable face
+                if presence < MIN_PRESENCE or iod192 < 10:  # not a usable face
                     continue
                 for j in range(1 if is_held else 1 + jitter):
                     dx, dy, ds = (0, 0, 1) if j == 0 else (*rng.uniform(-0.06, 0.06, 2), rng.uniform(0.9, 1.1))

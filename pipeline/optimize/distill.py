@@ -30,14 +30,15 @@ def run(module, x: np.ndarray, batch: int = 32) -> list[np.ndarray]:
 
 
 def error(model_id: str, student: list[np.ndarray], teacher: list[np.ndarray], iod: np.ndarray,
-          all_points: bool = False) -> float:
+          every_output: bool = False) -> float:
     """Mean error of student against teacher: % IOD (landmarks, iris centre) or degrees (head pose).
-    all_points: for the iris model, every eye-contour and iris point, not only the centre (the
-    sensitivity analysis uses it so that pruning the contour branch is not taken as free)."""
+    every_output: for the iris model, the worse of its two outputs, each the mean over its points
+    (71 contour, 5 iris). The sensitivity analysis uses it so that neither branch looks free: a
+    mean over all 76 points let the iris branch look 10x cheaper to prune than it is."""
     n = len(iod)
-    if model_id == "iris-landmark" and all_points:
+    if model_id == "iris-landmark" and every_output:
         pts = [np.linalg.norm(s.reshape(n, -1, 3)[..., :2] - t.reshape(n, -1, 3)[..., :2], axis=-1) for s, t in zip(student, teacher)]
-        return float((np.concatenate(pts, 1).mean(1) / iod).mean() * 100)
+        return float(max((d.mean(1) / iod).mean() for d in pts) * 100)
     if model_id == "face-landmark":
         d = np.linalg.norm(student[0].reshape(n, 468, 3)[..., :2] - teacher[0].reshape(n, 468, 3)[..., :2], axis=-1)
         return float((d.mean(1) / iod).mean() * 100)
@@ -50,16 +51,23 @@ def error(model_id: str, student: list[np.ndarray], teacher: list[np.ndarray], i
     return float(np.mean([np.abs(s - t).mean() for s, t in zip(student, teacher)]))  # head pose: degrees
 
 
+# Output elements the pipeline reads, per model: (output index, flat element indices). The iris
+# stage's gaze uses the iris centre and the contour's two eye corners (x, y), nothing else.
+USED = {"iris-landmark": [(1, [0, 1]), (0, [0, 1, 24, 25])]}
+
+
 def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, lr: float = 1e-3, batch: int = 16,
-            augment: float = 0.75, seed: int = 0, log=print) -> list[float]:
+            augment: float = 0.75, seed: int = 0, focus: float = 0.0, model_id: str = "", log=print) -> list[float]:
     """Fine-tune `student` toward `teacher` for `steps` steps on u8 crops; returns the losses.
 
     The teacher labels each batch as it is drawn, and `augment` of the crops in it are first
     rotated, rescaled and relit (crops.augment): the student then sees new inputs at every step
     instead of memorising a few thousand crops. Channel-pruned iris model, held-out iris-centre
     error after 800 steps: 1.05 % IOD with fixed targets, 0.91 % with augmented online targets.
+    `focus` adds that much weight again on the output elements the pipeline reads (USED).
     Cosine learning-rate decay, so a short run still ends on small steps."""
     torch = require_torch()
+    F = torch.nn.functional
     if steps <= 0:
         return []
     rng = np.random.default_rng(seed)
@@ -67,6 +75,7 @@ def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, 
     # each output's spread on plain crops, so 213 contour values and 15 iris values weigh alike
     sample = images[:: max(1, len(images) // 256)]
     scales = [max(float(t.std()), 1e-3) for t in run(teacher, crops.to_model_input(sample, spec_input))]
+    used = USED.get(model_id, []) if focus else []
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
@@ -82,7 +91,10 @@ def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, 
         with torch.no_grad():
             targets = teacher(xb)
         outs = student(xb)
-        loss = sum(torch.nn.functional.smooth_l1_loss(o / s, t / s, beta=0.1) for o, t, s in zip(outs, targets, scales))
+        loss = sum(F.smooth_l1_loss(o / s, t / s, beta=0.1) for o, t, s in zip(outs, targets, scales))
+        for k, idx in used:
+            o, t = outs[k].reshape(len(xb), -1)[:, idx], targets[k].reshape(len(xb), -1)[:, idx]
+            loss = loss + focus * F.smooth_l1_loss(o / scales[k], t / scales[k], beta=0.1)
         opt.zero_grad()
         loss.backward()
         opt.step()
