@@ -4,12 +4,12 @@ Targets: structured >= 1.3x measured speedup (1 thread, p50) on FaceMesh or iris
 extra error (iris centre for the iris model); unstructured >= 50% sparsity with a gzip-compressed IR
 >= 1.5x smaller, inside the same error budget.
 
-    python benchmarks/bench_prune.py [--only iris-landmark:structured:0.5[:STEPS[:FRAMES]]]
+    python benchmarks/bench_prune.py [--only iris-landmark:structured:0.2[:STEPS[:FRAMES]]]
 
 Each run is model:method:ratio:steps:frames; --only re-runs those rows and keeps the others.
-The iris runs get 1600-3200 distillation steps on crops from 480-960 frames, which is what the
-budget needs; the FaceMesh runs keep 400 steps on 120 frames so the whole benchmark fits in
-about 45 minutes on 2 cores (measured: 19 minutes for the first row, 27 for the other four).
+The iris runs get 1600 distillation steps on crops from 960 frames, which is what the budget
+needs; the FaceMesh runs keep 400 steps on 120 frames so the whole benchmark fits in under an
+hour on 2 cores.
 
 Writes results/prune/bench_prune.{json,md,png} (+ the sensitivity PNGs) and the IRs under
 models/ir/<id>/<TAG>/. Latency on a shared machine is noisy: models are timed interleaved.
@@ -31,8 +31,8 @@ from pipeline.optimize import prune  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "video"
 VIDEOS = ["udacity_demo_1080p.mp4", "webcam_640x480.mp4", "webcam_1280x720.mp4", "stock_single_face_720p.mp4"]
-RUNS = ["iris-landmark:structured:0.25:3200:960", "iris-landmark:structured:0.5:1600:480",
-        "iris-landmark:unstructured:0.5:1600:480", "face-landmark:structured:0.3:400:120",
+RUNS = ["iris-landmark:structured:0.2:1600:960", "iris-landmark:structured:0.25:1600:960",
+        "iris-landmark:unstructured:0.5:1600:960", "face-landmark:structured:0.3:400:120",
         "face-landmark:unstructured:0.5:400:120"]
 BUDGET_IOD = 1.0
 OUT = ROOT / "results" / "prune"
@@ -83,7 +83,7 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     reports = []
     for run in args.only or RUNS:
-        model_id, method, ratio, steps, frames = (run.split(":") + ["1600", "480"])[:5]
+        model_id, method, ratio, steps, frames = (run.split(":") + ["1600", "960"])[:5]
         r = prune.prune(model_id, method, float(ratio), sources, steps=int(steps), max_frames=int(frames))
         r["verdict"] = verdict(r)
         png = paths.ir_dir(model_id, r["tag"]) / "sensitivity.png"

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="CPU")
     for kind in ("face", "landmarks", "head-pose", "gaze", "eye-state"):
         p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
-                            "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH50)")
+                            "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
     p.add_argument("--max-faces", type=int, default=1)
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")

@@ -87,7 +87,7 @@ class Pipeline:
         chosen = {k: v for k, v in chosen.items() if k in zoo.STAGES and v and v != "none"}
         if "face" not in chosen:
             raise EdgegazeError("a pipeline needs a face detector (--face)")
-        # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH50
+        # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH20
         split = {kind: (impl.partition("@")[0], impl.partition("@")[2] or precision) for kind, impl in chosen.items()}
         for kind, (impl, _) in split.items():
             stages.stage_class(impl)  # unknown ids fail here with the valid list
