@@ -40,6 +40,8 @@ def test_bad_arguments_are_one_line_errors(zoo_ready):
         prune.prune("face-detection-adas-0001", "unstructured", 0.5, "x")
     with pytest.raises(EdgegazeError, match="unknown pruning method"):
         prune.prune("face-landmark", "filters", 0.5, "x")
+    with pytest.raises(EdgegazeError, match="--focus must be >= 0"):
+        prune.prune("iris-landmark", "structured", 0.2, "x", focus=-1)
 
 
 @pytest.fixture(scope="module")

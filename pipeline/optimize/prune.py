@@ -188,7 +188,7 @@ def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
 
 # ---------------------------------------------------------------- the command
 
-def _validate(model_id: str, method: str, ratio: float, steps: int, block: int) -> zoo.ModelSpec:
+def _validate(model_id: str, method: str, ratio: float, steps: int, block: int, focus: float) -> zoo.ModelSpec:
     if method not in METHODS:
         raise EdgegazeError(f"unknown pruning method '{method}'; use one of: {', '.join(METHODS)}")
     if not 0.0 < float(ratio) < 1.0:
@@ -197,6 +197,8 @@ def _validate(model_id: str, method: str, ratio: float, steps: int, block: int) 
         raise EdgegazeError(f"--steps must be >= 0, got {steps}")
     if block < 1:
         raise EdgegazeError(f"--channel-block must be >= 1, got {block}")
+    if focus < 0:
+        raise EdgegazeError(f"--focus must be >= 0, got {focus}")
     require_torch()
     return check_supported(model_id)
 
@@ -206,7 +208,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
           latency: bool = True, block: int = BLOCK, refit_convs: bool = True, focus: float = 1.0, log=print) -> dict:
     """Prune one zoo model, recover by distillation, export IR; returns the report (also written
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
-    spec = _validate(model_id, method, ratio, steps, block)
+    spec = _validate(model_id, method, ratio, steps, block, focus)
     torch = require_torch()
     import copy
 
@@ -238,7 +240,8 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
     log(f"{model_id}: PyTorch form vs FP32 IR max abs difference {form_err:.2e}")
 
     report: dict = {"model_id": model_id, "tag": tag, "method": method, "ratio": ratio, "steps": steps,
-                    "frames": max_frames, "focus": focus if model_id in distill.USED else None, "calib": sources, "crops": {"train": int(tr.sum()), "heldout": int(ho.sum())},
+                    "frames": max_frames, "focus": focus if model_id in distill.USED else None, "calib": sources,
+                    "crops": {"train": int(tr.sum()), "heldout": int(ho.sum())},
                     "torch_form_max_abs_diff": form_err,
                     "metric": "% IOD" if model_id != "head-pose-estimation-adas-0001" else "degrees"}
     folder_tmp = Path(tempfile.mkdtemp(prefix="edgegaze-prune-"))
