@@ -25,7 +25,6 @@ from pipeline.runtime import compile_model, ir_file
 from pipeline.sources import open_source
 
 FACE_SCALE, EYE_SCALE = 1.25, 2.3
-MIN_PRESENCE = 0.5
 # FaceMesh indices of the eye corners (subject's right eye, left eye)
 EYE_CORNERS = ((33, 133), (362, 263))
 CROP_MODELS = {"face-landmark": "face", "iris-landmark": "eye", "landmarks-regression-retail-0009": "face",
@@ -58,11 +57,12 @@ def _square_warp(frame, cx, cy, side, size, mirror=False):
 
 class _Cutter:
     def __init__(self):
+        from pipeline.stages.facemesh import FaceMesh
         from pipeline.stages.ssd_face import SSDFace
 
         self.detector = SSDFace(compile_model(ir_file("face-detection-retail-0004", "FP32")), threshold=0.6, max_faces=2,
                                 min_size=24)
-        self.mesh = compile_model(ir_file("face-landmark", "FP32"))
+        self.mesh = FaceMesh(compile_model(ir_file("face-landmark", "FP32")))
 
     def faces(self, frame):
         for f in self.detector(frame):
@@ -70,9 +70,10 @@ class _Cutter:
             yield (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) * FACE_SCALE
 
     def landmarks(self, crop):
-        """(468 x 3 points, face-presence probability) of a 192 x 192 face crop."""
-        mesh, presence = sorted(self.mesh([crop[None]]).values(), key=np.size, reverse=True)
-        return mesh.reshape(468, 3), float(1 / (1 + np.exp(-presence.ravel()[0])))
+        """(468 x 3 points in crop pixels, or None where FaceMesh finds no face) of a 192 x 192 crop:
+        the stage's own decoding, with the identity as the crop -> frame map."""
+        lm = self.mesh.postprocess(self.mesh.infer(crop[None]), np.eye(2, 3))
+        return lm.points if lm.score >= self.mesh.presence_threshold else None
 
 
 def _iod(lm):
@@ -98,9 +99,9 @@ def cut(model_id: str, sources: list[str], max_frames: int = 120, jitter: int = 
             is_held = index >= count * (1 - heldout)
             for cx, cy, side in cutter.faces(frame):
                 face = _square_warp(frame, cx, cy, side, 192)
-                lm, presence = cutter.landmarks(face)
-                iod192 = _iod(lm)
-                if presence < MIN_PRESENCE or iod192 < 10:  # not a usable face
+                lm = cutter.landmarks(face)
+                iod192 = _iod(lm) if lm is not None else 0.0
+                if iod192 < 10:  # no face, or not a usable one
                     continue
                 for j in range(1 if is_held else 1 + jitter):
                     dx, dy, ds = (0, 0, 1) if j == 0 else (*rng.uniform(-0.06, 0.06, 2), rng.uniform(0.9, 1.1))
