@@ -105,7 +105,7 @@ def _eval(args) -> int:
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze")}}
     if args.kind == "gaze-session":
-        kw.update(video=args.video, steady=not args.all_frames, degree=args.degree)
+        kw.update(video=args.video, steady=not args.all_frames, method=args.calibration)
     else:
         kw.update(dataset=args.dataset)
     if args.kind == "headpose":
@@ -137,8 +137,15 @@ def _add_eval(sub) -> None:
         if kind == "gaze-session":
             p.add_argument("--video", help="video file, overriding the session's")
             p.add_argument("--all-frames", action="store_true", help="use every frame with a face, not only steady ones")
-            p.add_argument("--degree", type=int, default=2, choices=[1, 2], help="calibration polynomial degree")
+            p.add_argument("--calibration", default="auto", choices=calibration_methods(),
+                           help="auto: each calibration chooses its model from its targets (default); or one model")
         p.set_defaults(func=_eval)
+
+
+def calibration_methods() -> tuple[str, ...]:
+    from pipeline.control.calibration import METHODS
+
+    return METHODS
 
 
 def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -> None:

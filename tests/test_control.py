@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -121,6 +122,93 @@ def test_calibration_bad_files(tmp_path):
     (tmp_path / "s.json").write_text('{"width_px": 10}')
     with pytest.raises(EdgegazeError, match="width_mm"):
         cal.ScreenGeometry.load(tmp_path / "s.json")
+
+
+@pytest.mark.parametrize("layout", ["corners", "three", "collinear", "diagonal"])
+def test_calibration_falls_back_instead_of_extrapolating(layout):
+    """Few or degenerate targets: the chosen calibration predicts an unseen point on the screen
+    and about where an affine map of the gaze angles puts it, never in the opposite corner (the
+    old degree-2 fit in 4 features did)."""
+    rng = np.random.default_rng(1)
+    w, h = 1280, 800
+    corners = np.array([[128, 80], [1152, 80], [128, 720], [1152, 720]], float)
+    train, unseen = {
+        "corners": (corners[:3], corners[3]),  # leave-one-out of a corner-only session
+        "three": (corners[[0, 1, 2]], np.array([640.0, 400.0])),
+        "collinear": (np.array([[128, 400], [640, 400], [1152, 400], [384, 400]], float), np.array([896.0, 400.0])),
+        "diagonal": (np.array([[128, 80], [640, 400], [1152, 720], [384, 240]], float), np.array([896.0, 560.0])),
+    }[layout]
+    samples = _synthetic(train, rng)
+    x = np.concatenate([samples[k] for k in samples])
+    y = np.concatenate([np.repeat(train[k][None], len(samples[k]), 0) for k in samples])
+    auto = cal.regressor("auto", [w, h]).fit(x, y)
+    probe = np.array(_synthetic(unseen[None], rng)[0])
+    pred = auto.predict(probe).mean(0)
+    assert 0 <= pred[0] <= w - 1 and 0 <= pred[1] <= h - 1
+    assert auto.choice["model"] == "axis-gaze"  # nothing more flexible is supported by these targets
+    err = np.hypot(*(pred - unseen))
+    assert err < 0.25 * w, (layout, pred, unseen)
+    if layout == "corners":
+        old = cal.regressor("quadratic-gaze-head", [w, h]).fit(x, y).predict(probe).mean(0)
+        assert err < np.hypot(*(old - unseen))
+
+
+def test_calibration_choice_grows_with_the_targets(tmp_path):
+    """A 4x4 grid supports the quadratic map that made the samples; the choice and every candidate's
+    error are recorded in the calibration file."""
+    rng = np.random.default_rng(2)
+    screen = cal.ScreenGeometry(1280, 800, 344, 215, 600)
+    points = cal.target_points("4x4", 1280, 800)
+    c = cal.fit(points, _synthetic(points, rng), screen, user="t")
+    assert c.choice["model"].startswith("quadratic")
+    assert set(c.choice["candidates"]) >= {"axis-gaze", "affine-gaze", "quadratic-gaze"}
+    assert c.choice["candidates"][c.choice["model"]] <= min(c.choice["candidates"].values()) * 1.05
+    saved = json.loads(c.save(tmp_path / "c.json").read_text())
+    assert saved["choice"]["model"] == c.choice["model"] and saved["version"] == cal.VERSION
+    assert "model quadratic" in cal.visual_angle_summary(c)
+    v = c.validation
+    assert v["precision_px"] > 0 and v["mean_error_pct_width"] == pytest.approx(100 * v["mean_error_px"] / 1280)
+
+
+def test_calibration_never_worse_than_affine_on_good_grids():
+    rng = np.random.default_rng(3)
+    screen = cal.ScreenGeometry(1280, 800, 344, 215, 600)
+    for layout in ("9", "4x4", "5"):
+        points = cal.target_points(layout, 1280, 800)
+        samples = _synthetic(points, rng)
+        auto = cal.leave_one_target_out(points, samples, screen, "auto")["mean_error_px"]
+        affine = cal.leave_one_target_out(points, samples, screen, "affine-gaze")["mean_error_px"]
+        assert auto <= affine * 1.1, layout
+
+
+def test_robust_mean_drops_blinks_and_glances():
+    from pipeline.control.regression import robust_mean
+
+    rows = np.tile([10.0, -5.0, 1.0, 2.0], (20, 1)) + np.random.default_rng(4).normal(0, 0.3, (20, 4))
+    rows[3, 1] -= 25  # a blink drags gaze pitch down
+    rows[7, 0] += 30  # a glance away
+    assert np.allclose(robust_mean(rows)[:2], [10, -5], atol=0.3)
+    assert abs(rows.mean(0)[1] + 5) > 1  # the plain mean is pulled off
+
+
+def test_mouse_refuses_a_bad_calibration_and_retries(monkeypatch):
+    from pipeline.control import app
+
+    rng = np.random.default_rng(5)
+    screen = cal.ScreenGeometry(1280, 800, 344, 215, 600)
+    points = cal.target_points("9", 1280, 800)
+    good = cal.fit(points, _synthetic(points, rng), screen)
+    shuffled = _synthetic(points, rng)
+    bad = cal.fit(points, {k: shuffled[(k + 4) % 9] for k in shuffled}, screen)  # looked at the wrong targets
+    assert cal.error_too_large(good, 8.0) is None and "above the limit" in cal.error_too_large(bad, 8.0)
+    given = iter([bad, good])
+    monkeypatch.setattr(app, "calibrate_live", lambda *a, **k: next(given))
+    lines = []
+    assert app.calibrate_until_good(app.MouseOptions(), None, lambda: None, screen, lines.append) is good
+    assert any("refused (1/3)" in line for line in lines)
+    monkeypatch.setattr(app, "calibrate_live", lambda *a, **k: bad)
+    with pytest.raises(EdgegazeError, match="--max-calibration-error"):
+        app.calibrate_until_good(app.MouseOptions(), None, lambda: None, screen, lines.append)
 
 
 def test_steady_sampler_waits_for_settle_and_steadiness():

@@ -128,7 +128,7 @@ def test_loto_with_a_known_linear_map():
 
     targets = np.array([[100, 100], [900, 100], [500, 500], [100, 900], [900, 900]], float)
     samples = {k: [np.r_[(t - 500) / 20, 0, 0] + e for e in np.zeros((3, 4))] for k, t in enumerate(targets)}
-    preds = gaze_session.leave_one_target_out(targets, samples, lambda: GazeModel(degree=1, alpha=1e-9))
+    preds = gaze_session.leave_one_target_out(targets, samples, lambda: GazeModel("affine-gaze-head", alpha=1e-9))
     screen = {"width_px": 1000, "height_px": 1000, "width_mm": 500, "height_mm": 500}
     row = gaze_session.errors(targets, preds, screen, 600)
     assert row["mean_px"] < 1e-3 and row["samples"] == 15

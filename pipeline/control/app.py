@@ -55,6 +55,9 @@ class MouseOptions:
     user: str | None = None
     screen_json: str | None = None  # physical size for degrees; else what the X server reports
     distance_mm: float = cal.DEFAULT_DISTANCE_MM
+    calibration_method: str = "auto"
+    max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
+    calibration_attempts: int = 3
 
 
 @dataclass
@@ -98,7 +101,7 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
 
 
 def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", precision="FP32",
-                       device="CPU", degree=2, alpha=0.05, min_samples=5, out=None, user=None):
+                       device="CPU", method="auto", min_samples=5, out=None, user=None):
     """Fit and evaluate (leave-one-target-out) a calibration from a recorded session."""
     from pipeline.sources import open_source
 
@@ -108,14 +111,14 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     pipeline = _pipeline(models, precision, device)
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
-    result = cal.fit(points, samples, screen, user or "", degree, alpha, min_samples)
+    result = cal.fit(points, samples, screen, user or "", method, min_samples)
     if out:
         result.save(out)
     return result
 
 
 def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", settle_s=0.6,
-                   max_s=3.0, want=20, min_samples=5, user=None, log=print) -> cal.Calibration:
+                   max_s=3.0, want=20, min_samples=5, user=None, method="auto", log=print) -> cal.Calibration:
     """Full-screen targets one after another (Tk); steady gaze samples on each; fit and validate.
     Timing follows the frames' timestamps, so a video can stand in for the camera."""
     try:
@@ -157,7 +160,22 @@ def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", s
                 break  # the input ended
     finally:
         root.destroy()
-    return cal.fit(points, samples, geometry, user or "", min_samples=min_samples)
+    return cal.fit(points, samples, geometry, user or "", method, min_samples)
+
+
+def calibrate_until_good(o: MouseOptions, pipeline, open_frames, geometry, log=print) -> cal.Calibration:
+    """Live calibration, refused and retried while its validation error is above the user's limit."""
+    for attempt in range(1, o.calibration_attempts + 1):
+        calib = calibrate_live(pipeline, open_frames(), geometry, o.targets, user=o.user,
+                               method=o.calibration_method, log=log)
+        log(cal.visual_angle_summary(calib))
+        reason = cal.error_too_large(calib, o.max_calibration_error_deg)
+        if reason is None:
+            return calib
+        log(f"calibration refused ({attempt}/{o.calibration_attempts}): {reason}; keep the head still, "
+            f"face lit, and look at each target until it moves on")
+    raise EdgegazeError(f"calibration refused {o.calibration_attempts} times ({reason}); improve the lighting "
+                        f"or camera position, or allow more with --max-calibration-error DEG")
 
 
 def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
@@ -180,11 +198,13 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     pipeline = _pipeline(o.models, o.precision, o.device)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
-        calib = calibrate_live(pipeline, source, _geometry(o, backend), o.targets, user=o.user, log=log)
+        def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
+            return source if source.kind == "camera" else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
+
+        calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
-        log(f"{cal.visual_angle_summary(calib)}; saved {calib_path}")
-        if source.kind != "camera":  # a video stand-in starts again for the run
-            source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
+        log(f"saved {calib_path}")
+        source = frames()
     gaze_model = calib.model if calib is not None else None
 
     controller = MouseController(
@@ -327,7 +347,10 @@ def add_mouse_arguments(p) -> None:
     g.add_argument("--distance-mm", type=float, default=d.distance_mm, help="eye-screen distance for degrees")
     g.add_argument("--calibrate-from", metavar="VIDEO", help="fit and evaluate from a recorded session, then exit")
     g.add_argument("--targets-csv", metavar="FILE", help="with --calibrate-from: frame,x_px,y_px")
-    g.add_argument("--degree", type=int, default=2, choices=[1, 2], help="calibration polynomial degree")
+    g.add_argument("--calibration-model", default="auto", choices=cal.METHODS,
+                   help="auto: chosen from the targets by leave-one-target-out (default); or one fixed model")
+    g.add_argument("--max-calibration-error", type=float, default=cal.DEFAULT_MAX_ERROR_DEG, metavar="DEG",
+                   help="refuse (and retry) a live calibration whose validation error is above this (degrees)")
 
 
 def options_from_args(a) -> MouseOptions:
@@ -349,7 +372,8 @@ def options_from_args(a) -> MouseOptions:
                            ear_threshold=a.ear_threshold),
         min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
         calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
-        screen_json=a.screen, distance_mm=a.distance_mm)
+        screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
+        max_calibration_error_deg=a.max_calibration_error)
 
 
 def mouse_command(a) -> int:
@@ -358,7 +382,7 @@ def mouse_command(a) -> int:
         if not (a.targets_csv and a.screen):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, a.models, a.precision, a.device,
-                               degree=a.degree, out=a.calibration, user=a.user)
+                               method=a.calibration_model, out=a.calibration, user=a.user)
         print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")

@@ -1,17 +1,15 @@
 """Gaze calibration: targets, steady-sample collection, the regression, validation, save/load.
 
-The regression (GazeModel) is ridge regression on a degree-2 polynomial of the standardised
-features [gaze yaw, gaze pitch, head yaw, head pitch] (degrees) -> screen (x, y) px: the 4 linear
-terms plus the 10 squares and cross products, an unpenalised intercept, and a ridge penalty of
-`alpha` times the number of samples (so alpha does not depend on how long a target was held).
-Head angles are in because where the eyes point on screen depends on where the head is; the
-quadratic terms absorb the screen's flatness and the gaze model's bias off-axis. With 9 targets
-and 15 coefficients per axis the ridge term is what keeps it sane; degree=1 is the safer choice
-for 5 targets.
+The regression is `regression.choose`: each target's robust mean gaze, a model whose capacity the
+targets can support (axis-wise, affine, or quadratic; gaze angles alone or with head angles; ridge
+strength), chosen by leave-one-target-out on the calibration itself, predictions kept on the
+screen. `method` can also name one candidate (e.g. "quadratic-gaze-head", the old degree-2 default).
 
-Validation is leave-one-target-out: each target is predicted by a model fitted on the others,
-and the error is reported in px and in degrees of visual angle (screen size in mm and viewing
-distance). A calibration file records the screen it was made for and is refused on another.
+Validation is leave-one-target-out around the whole choice (nested): each target is predicted by a
+calibration chosen and fitted on the others, and the error is reported in px, % of the screen
+width and degrees of visual angle (screen size in mm and viewing distance), with the precision
+(spread of each target's predictions). A calibration file records the screen it was made for and
+is refused on another.
 """
 
 from __future__ import annotations
@@ -28,12 +26,17 @@ from pathlib import Path
 import numpy as np
 import platformdirs
 
+from pipeline.control import regression
 from pipeline.control.mapping import face_angles
+from pipeline.control.regression import GazeModel
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write
 
-FEATURES = ("gaze_yaw", "gaze_pitch", "head_yaw", "head_pitch")
+FEATURES = regression.FEATURES
+METHODS = ("auto",) + tuple(c.name for c in regression.CANDIDATES)
+DEFAULT_MAX_ERROR_DEG = 8.0
 DEFAULT_DISTANCE_MM = 600.0
+VERSION = 2  # 2: models chosen by regression.choose
 
 
 @dataclass
@@ -93,42 +96,6 @@ def target_points(layout: str | int, width: int, height: int, margin: float = 0.
     return np.stack([xs.ravel() * (width - 1), ys.ravel() * (height - 1)], axis=1)
 
 
-def _poly(z: np.ndarray, degree: int) -> np.ndarray:
-    cols = [z]
-    if degree >= 2:
-        d = z.shape[1]
-        cols += [z[:, i:i + 1] * z[:, j:j + 1] for i in range(d) for j in range(i, d)]
-    return np.hstack(cols)
-
-
-@dataclass
-class GazeModel:
-    """Ridge regression on polynomial features (see the module docstring)."""
-
-    degree: int = 2
-    alpha: float = 0.05
-    mean: list = field(default_factory=list)
-    scale: list = field(default_factory=list)
-    coef: list = field(default_factory=list)  # (n_terms, 2)
-    intercept: list = field(default_factory=list)  # (2,)
-
-    def fit(self, x: np.ndarray, y: np.ndarray) -> "GazeModel":
-        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        mean, scale = x.mean(0), x.std(0)
-        scale[scale < 1e-6] = 1.0
-        p = _poly((x - mean) / scale, self.degree)
-        pm, ym = p.mean(0), y.mean(0)
-        pc = p - pm
-        coef = np.linalg.solve(pc.T @ pc + self.alpha * len(x) * np.eye(p.shape[1]), pc.T @ (y - ym))
-        self.mean, self.scale, self.coef = mean.tolist(), scale.tolist(), coef.tolist()
-        self.intercept = (ym - pm @ coef).tolist()
-        return self
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        z = (np.asarray(x, np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
-        return _poly(z, self.degree) @ np.asarray(self.coef) + np.asarray(self.intercept)
-
-
 class SteadySampler:
     """Keeps a sample when gaze has been steady: after `settle_s` on the target, the last
     `window` gaze yaw/pitch values spread (std) less than `steady_deg`."""
@@ -159,24 +126,43 @@ def check_samples(targets: np.ndarray, samples: dict[int, list], min_samples: in
                             f"keep the face lit and in view)")
 
 
+def regressor(method: str = "auto", bounds=None):
+    """A fit/predict object for a calibration method: "auto" chooses from the data, a candidate name fixes it."""
+    if method == "auto":
+        return regression.AutoGazeModel(bounds)
+    if method not in regression.BY_NAME:
+        raise EdgegazeError(f"unknown calibration method {method!r}; valid: {', '.join(METHODS)}")
+    return regression.FixedGazeModel(method, bounds=bounds)
+
+
 def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry,
-                         degree: int = 2, alpha: float = 0.05) -> dict:
-    """Per-target error of a model fitted without that target; px and visual-angle degrees."""
-    per_target, all_err = [], []
+                         method: str = "auto") -> dict:
+    """Per-target error of a calibration chosen and fitted without that target (nested for "auto");
+    accuracy in px, % of screen width and visual-angle degrees, precision as each target's spread."""
+    bounds = [screen.width_px, screen.height_px]
+    per_target, all_err, spread = [], [], []
     for held in sorted(samples):
         train = [i for i in samples if i != held]
         x = np.concatenate([np.asarray(samples[i]) for i in train])
         y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in train])
-        pred = GazeModel(degree=degree, alpha=alpha).fit(x, y).predict(np.asarray(samples[held]))
+        m = regressor(method, bounds).fit(x, y)
+        pred = m.predict(np.asarray(samples[held]))
         err = np.hypot(*(pred - targets[held]).T)
         all_err.append(err)
+        spread.append(float(np.sqrt(np.mean(np.sum((pred - pred.mean(0)) ** 2, 1)))))
         per_target.append({"target": held, "x_px": float(targets[held][0]), "y_px": float(targets[held][1]),
-                           "samples": len(err), "error_px": float(np.mean(err))})
+                           "samples": len(err), "error_px": float(np.mean(err)), "spread_px": spread[-1],
+                           "model": m.choice.get("model"), "predictions": pred.round(1).tolist()})
     err = np.concatenate(all_err)
     deg = screen.px_to_deg(err)
-    return {"method": "leave-one-target-out", "mean_error_px": float(np.mean(err)),
-            "median_error_px": float(np.median(err)),
+    prec_deg = screen.px_to_deg(np.asarray(spread))
+    return {"method": "leave-one-target-out" + (" (nested: the choice is redone without each target)"
+                                                if method == "auto" else ""),
+            "mean_error_px": float(np.mean(err)), "median_error_px": float(np.median(err)),
+            "mean_error_pct_width": float(100 * np.mean(err) / screen.width_px),
             "mean_error_deg": None if deg is None else float(np.mean(deg)),
+            "precision_px": float(np.mean(spread)),
+            "precision_deg": None if prec_deg is None else float(np.mean(prec_deg)),
             "targets": per_target}
 
 
@@ -187,9 +173,10 @@ class Calibration:
     user: str = ""
     validation: dict = field(default_factory=dict)
     created: str = ""
+    choice: dict = field(default_factory=dict)  # the chosen model and every candidate's error
 
     def save(self, path) -> Path:
-        data = {"version": 1, "features": list(FEATURES), **asdict(self)}
+        data = {"version": VERSION, "features": list(FEATURES), **asdict(self)}
         return atomic_write(path, json.dumps(data, indent=1))  # a crash never leaves half a calibration
 
     @staticmethod
@@ -198,8 +185,10 @@ class Calibration:
         path = Path(path)
         try:
             d = json.loads(path.read_text())
+            if d.get("version") != VERSION:
+                raise ValueError(f"version {d.get('version')}, this edgegaze reads version {VERSION}")
             cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
-                              d.get("validation", {}), d.get("created", ""))
+                              d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
         except FileNotFoundError:
             raise EdgegazeError(f"calibration file not found: {path} (run with --recalibrate)") from None
         except (KeyError, TypeError, ValueError) as e:
@@ -219,15 +208,17 @@ def default_path(width: int, height: int, user: str | None = None) -> Path:
 
 
 def fit(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry, user: str = "",
-        degree: int = 2, alpha: float = 0.05, min_samples: int = 5) -> Calibration:
+        method: str = "auto", min_samples: int = 5) -> Calibration:
     """Validate leave-one-target-out, then fit the final model on every target."""
     check_samples(targets, samples, min_samples)
-    validation = leave_one_target_out(targets, samples, screen, degree, alpha)
+    if len(samples) < 3:
+        raise EdgegazeError(f"calibration needs at least 3 targets with samples, got {len(samples)}")
+    validation = leave_one_target_out(targets, samples, screen, method)
     x = np.concatenate([np.asarray(samples[i]) for i in sorted(samples)])
     y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in sorted(samples)])
-    model = GazeModel(degree=degree, alpha=alpha).fit(x, y)
-    return Calibration(screen, model, user or getpass.getuser(), validation,
-                       time.strftime("%Y-%m-%dT%H:%M:%S"))
+    final = regressor(method, [screen.width_px, screen.height_px]).fit(x, y)
+    return Calibration(screen, final.model, user or getpass.getuser(), validation,
+                       time.strftime("%Y-%m-%dT%H:%M:%S"), final.choice)
 
 
 def read_targets_csv(path) -> dict[int, tuple[float, float]]:
@@ -278,6 +269,20 @@ def visual_angle_summary(cal: Calibration) -> str:
     v = cal.validation
     deg = v.get("mean_error_deg")
     deg_txt = f", {deg:.2f} deg" if deg is not None else " (no screen mm: no degrees)"
+    model = cal.choice.get("model", cal.model.name)
     return (f"calibration error ({v.get('method')}): mean {v.get('mean_error_px', math.nan):.0f} px"
-            f"{deg_txt}, median {v.get('median_error_px', math.nan):.0f} px over "
-            f"{len(v.get('targets', []))} targets")
+            f" ({v.get('mean_error_pct_width', math.nan):.1f} % of the width){deg_txt}, median "
+            f"{v.get('median_error_px', math.nan):.0f} px over {len(v.get('targets', []))} targets; "
+            f"model {model} (alpha {cal.model.alpha:g}) from {len(v.get('targets', []))} targets")
+
+
+def error_too_large(cal: Calibration, max_error_deg: float | None, max_error_pct: float = 15.0) -> str | None:
+    """Why this calibration should be refused, or None. Degrees when the screen size is known,
+    else % of the screen width."""
+    v = cal.validation
+    deg = v.get("mean_error_deg")
+    if deg is not None and max_error_deg is not None and deg > max_error_deg:
+        return f"{deg:.1f} deg is above the limit of {max_error_deg:g} deg (--max-calibration-error)"
+    if deg is None and v.get("mean_error_pct_width", 0) > max_error_pct:
+        return f"{v['mean_error_pct_width']:.0f} % of the screen width is above {max_error_pct:g} %"
+    return None

@@ -16,6 +16,7 @@ is kept: AFLW_SIGNS.
 
 from __future__ import annotations
 
+import csv
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -199,15 +200,21 @@ def load_dlib_xml(path) -> Dataset:
 @dataclass
 class Session:
     root: Path
-    video: Path
-    targets: dict  # frame index -> (x_px, y_px)
+    video: Path | None  # None for a folder of stills
+    targets: dict  # frame (or still) index -> (x_px, y_px)
     screen: dict  # width_px, height_px, width_mm, height_mm, distance_mm (None when not given)
+    images: list | None = None  # stills: one image per index, in targets.csv order
+
+    @property
+    def stills(self) -> bool:
+        return self.images is not None
 
 
 def load_session(folder, video: str | Path | None = None) -> Session:
-    """A gaze session folder: `targets.csv` (frame,x_px,y_px), `screen.json` and the video:
-    `video.mp4` in the folder, or `session.json` {"video": path relative to the folder} so a
-    session can refer to a recording kept elsewhere; `video` overrides both."""
+    """A gaze session folder: `screen.json`, and either a recording with `targets.csv`
+    (frame,x_px,y_px) and the video (`video.mp4` in the folder, or `session.json` {"video": path
+    relative to the folder} so a session can refer to a recording kept elsewhere; `video` overrides
+    both), or stills with `targets.csv` (image,x_px,y_px), image paths relative to the folder."""
     from pipeline.control.calibration import read_targets_csv
 
     folder = Path(folder)
@@ -215,8 +222,12 @@ def load_session(folder, video: str | Path | None = None) -> Session:
         raise EdgegazeError(f"gaze session folder not found: {folder}")
     for name in ("targets.csv", "screen.json"):
         if not (folder / name).exists():
-            raise EdgegazeError(f"{folder}: a gaze session needs video.mp4 (or session.json with 'video'), "
-                                f"targets.csv and screen.json; {name} is missing")
+            raise EdgegazeError(f"{folder}: a gaze session needs targets.csv and screen.json, and video.mp4 (or "
+                                f"session.json with 'video') unless targets.csv lists stills; {name} is missing")
+    screen = _screen(folder / "screen.json")
+    images = _stills(folder)
+    if images is not None:
+        return Session(folder, None, {i: xy for i, (_, xy) in enumerate(images)}, screen, [p for p, _ in images])
     if video is None:
         meta = folder / "session.json"
         if meta.exists():
@@ -230,13 +241,34 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     video = Path(video).resolve()
     if not video.exists():
         raise EdgegazeError(f"{folder}: session video not found: {video}")
+    return Session(folder, video, read_targets_csv(folder / "targets.csv"), screen)
+
+
+def _screen(path: Path) -> dict:
     try:
-        s = json.loads((folder / "screen.json").read_text())
-        screen = {"width_px": int(s["width_px"]), "height_px": int(s["height_px"]),
-                  "width_mm": float(s["width_mm"]), "height_mm": float(s["height_mm"]),
-                  "distance_mm": float(s["distance_mm"]) if s.get("distance_mm") else None}
+        s = json.loads(path.read_text())
+        return {"width_px": int(s["width_px"]), "height_px": int(s["height_px"]),
+                "width_mm": float(s["width_mm"]), "height_mm": float(s["height_mm"]),
+                "distance_mm": float(s["distance_mm"]) if s.get("distance_mm") else None}
     except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
-        raise EdgegazeError(f"{folder / 'screen.json'}: expected JSON with width_px, height_px, width_mm, "
+        raise EdgegazeError(f"{path}: expected JSON with width_px, height_px, width_mm, "
                             f"height_mm [, distance_mm] ({type(e).__name__}: {e})") from None
-    targets = read_targets_csv(folder / "targets.csv")
-    return Session(folder, video, targets, screen)
+
+
+def _stills(folder: Path) -> list | None:
+    """[(image path, (x, y))] when targets.csv has an `image` column, else None."""
+    path = folder / "targets.csv"
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if "image" not in (reader.fieldnames or []):
+            return None
+        try:
+            rows = [(folder / r["image"], (float(r["x_px"]), float(r["y_px"]))) for r in reader]
+        except (KeyError, TypeError, ValueError) as e:
+            raise EdgegazeError(f"{path}: expected CSV columns image,x_px,y_px ({type(e).__name__}: {e})") from None
+    missing = [str(p) for p, _ in rows if not p.exists()]
+    if missing:
+        raise EdgegazeError(f"{path}: {len(missing)} image(s) not found, e.g. {missing[0]}")
+    if not rows:
+        raise EdgegazeError(f"{path} lists no stills")
+    return rows

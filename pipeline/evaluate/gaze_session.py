@@ -42,9 +42,18 @@ class EveryFrame:
 
 
 def run_session(pipeline, session: datasets.Session):
-    """(index, timestamp, FaceResult | None) for every frame up to the last target, plus the frame width."""
+    """(index, timestamp, FaceResult | None) for every frame up to the last target (or every still,
+    each on its own), plus the frame width."""
     from pipeline.sources import open_source
 
+    if session.stills:
+        frames, width = [], None
+        for i, image in enumerate(session.images):
+            pipeline.reset()
+            for fr in pipeline.run(open_source(str(image))):
+                width = fr.shape[1]
+                frames.append((i, float(i), fr.faces[0] if fr.faces else None))
+        return frames, width
     last = max(session.targets)
     source = open_source(str(session.video), max_frames=last + 1)
     pipeline.reset()
@@ -86,76 +95,92 @@ def leave_one_target_out(targets: np.ndarray, samples: dict, model) -> list[tupl
 
 
 def errors(targets: np.ndarray, predictions, screen: dict, distance_mm: float) -> dict:
+    """Accuracy (distance of each prediction to its target) and precision (RMS spread of a
+    target's predictions around their mean), in px, mm, % of the screen width and degrees."""
     size_px = np.array([screen["width_px"], screen["height_px"]], np.float64)
     mm_per_px = np.array([screen["width_mm"], screen["height_mm"]]) / size_px
-    per_target, px, mm, deg = [], [], [], []
+    per_target, px, mm, deg, spread_px, spread_deg = [], [], [], [], [], []
     for k, pred in predictions:
         true = np.repeat(targets[k][None], len(pred), 0)
         e_px = np.hypot(*(pred - true).T)
         e_mm = np.hypot(*((pred - true) * mm_per_px).T)
         e_deg = metrics.visual_angle_deg(pred, true, mm_per_px, distance_mm, size_px)
-        px.append(e_px), mm.append(e_mm), deg.append(e_deg)
+        centre = np.repeat(pred.mean(0)[None], len(pred), 0)
+        s_px = float(np.sqrt(np.mean(np.sum((pred - centre) ** 2, 1))))
+        s_deg = float(np.sqrt(np.mean(metrics.visual_angle_deg(pred, centre, mm_per_px, distance_mm, size_px) ** 2)))
+        px.append(e_px), mm.append(e_mm), deg.append(e_deg), spread_px.append(s_px), spread_deg.append(s_deg)
         per_target.append({"target": k, "x_px": targets[k][0], "y_px": targets[k][1], "samples": len(pred),
-                           "mean_pred": pred.mean(0), "error_px": e_px.mean(), "error_deg": e_deg.mean()})
+                           "mean_pred": pred.mean(0), "predictions": pred, "error_px": e_px.mean(),
+                           "error_deg": e_deg.mean(), "spread_px": s_px})
     px, mm, deg = (np.concatenate(a) for a in (px, mm, deg))
     return {"samples": len(px), "mean_px": px.mean(), "median_px": np.median(px), "mean_mm": mm.mean(),
-            "median_mm": np.median(mm), "mean_deg": deg.mean(), "median_deg": np.median(deg),
-            "per_target": per_target}
+            "median_mm": np.median(mm), "mean_pct_width": 100 * px.mean() / size_px[0], "mean_deg": deg.mean(),
+            "median_deg": np.median(deg), "precision_px": float(np.mean(spread_px)),
+            "precision_deg": float(np.mean(spread_deg)), "per_target": per_target}
 
 
-def evaluate_frames(frames, frame_width: int, session: datasets.Session, model=None, steady: bool = True) -> dict:
+def evaluate_frames(frames, frame_width: int, session: datasets.Session, method: str = "auto",
+                    steady: bool = True) -> dict:
     """Everything after inference: samples, cross-validation, errors (testable without models)."""
     from pipeline.control import calibration
 
-    model = model or calibration.GazeModel
+    bounds = [session.screen["width_px"], session.screen["height_px"]]
     sampler = calibration.SteadySampler() if steady else EveryFrame()
     targets, samples = calibration.samples_from_session(frames, session.targets, sampler)
     if len([k for k in samples if samples[k]]) < MIN_TARGETS:
         raise EdgegazeError(
             f"{session.root}: only {len(samples)} of {len(targets)} targets got gaze samples (a face with gaze in "
             f"{'steady ' if steady else ''}frames); leave-one-target-out needs {MIN_TARGETS}"
-            + ("; try --all-frames" if steady else ""))
+            + ("; try --all-frames" if steady and not session.stills else ""))
     distance, source = session.screen["distance_mm"], "screen.json"
     if distance is None:
         distance, source = face_distance_mm([f for _, _, f in frames], frame_width), "face size"
         if distance is None:
             raise EdgegazeError(f"{session.root}: screen.json has no distance_mm and no face had eyes to estimate it")
+    model = (lambda: calibration.regressor(method, bounds))
     row = errors(targets, leave_one_target_out(targets, samples, model), session.screen, distance)
+    x = np.concatenate([np.asarray(samples[i], np.float64) for i in sorted(samples)])
+    y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in sorted(samples)])
     row.update(targets=len(targets), targets_used=len(samples), distance_mm=distance, distance_source=source,
-               frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames))
+               frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames),
+               calibration=model().fit(x, y).choice)
     return row
 
 
 COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", "targets", "d"),
-           ("samples", "samples", "d"), ("mean_px", "mean px", ".0f"), ("median_px", "median px", ".0f"),
-           ("mean_mm", "mean mm", ".1f"), ("median_mm", "median mm", ".1f"), ("mean_deg", "mean deg", ".2f"),
-           ("median_deg", "median deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
+           ("samples", "samples", "d"), ("mean_px", "mean px", ".0f"), ("mean_pct_width", "% width", ".1f"),
+           ("mean_deg", "mean deg", ".2f"), ("median_deg", "median deg", ".2f"), ("mean_mm", "mean mm", ".1f"),
+           ("precision_px", "precision px", ".0f"), ("precision_deg", "precision deg", ".2f"),
+           ("model", "calibration", ""), ("distance_mm", "distance mm", ".0f"),
            ("distance_source", "distance from", "")]
 
 
 def evaluate(path, models="mediapipe", precisions="FP32", out=None, video=None, steady: bool = True,
-             degree: int = 2, alpha: float = 0.05, overrides: dict | None = None, log=print) -> dict:
-    from pipeline.control import calibration
-
+             method: str = "auto", overrides: dict | None = None, log=print) -> dict:
     session = datasets.load_session(path, video)
+    steady = steady and not session.stills  # a still is one look: no steadiness to wait for
     rows = []
     for models_set, precision, pipeline in common.configs(models, precisions, NEEDS, overrides, log,
-                                                          tracking=True, max_faces=1):
+                                                          tracking=not session.stills, max_faces=1):
         row = {"set": models_set, "precision": precision}
         if isinstance(pipeline, str):
             rows.append({**row, "error": pipeline})
             continue
         frames, width = run_session(pipeline, session)
-        row.update(evaluate_frames(frames, width, session, lambda: calibration.GazeModel(degree=degree, alpha=alpha),
-                                   steady), stages=", ".join(pipeline.names[k] for k in NEEDS))
+        row.update(evaluate_frames(frames, width, session, method, steady),
+                   stages=", ".join(pipeline.names[k] for k in NEEDS))
+        row["model"] = row["calibration"]["model"]
         rows.append(row)
-        log(f"{models_set} {precision}: mean {row['mean_px']:.0f} px, {row['mean_deg']:.2f} deg over "
-            f"{row['samples']} samples of {row['targets_used']} targets")
+        log(f"{models_set} {precision}: accuracy {row['mean_px']:.0f} px ({row['mean_pct_width']:.1f} % of the "
+            f"width), {row['mean_deg']:.2f} deg; precision {row['precision_deg']:.2f} deg; over {row['samples']} "
+            f"samples of {row['targets_used']} targets; calibration {row['model']}")
     common.require_rows(rows)
+    what = "stills" if session.stills else ("steady samples (calibration.SteadySampler)" if steady
+                                            else "every frame with a face")
     report = common.rounded({
         "evaluation": "gaze-session", "path": str(path), "video": str(session.video), "screen": session.screen,
-        "method": f"leave-one-target-out, calibration.GazeModel(degree={degree}, alpha={alpha}), "
-                  f"{'steady samples (calibration.SteadySampler)' if steady else 'every frame with a face'}",
+        "method": f"leave-one-target-out, calibration {method!r}"
+                  + (" (chosen again without each target: nested)" if method == "auto" else "") + f", {what}",
         "rows": rows})
     if out:
         tables.write_outputs(out, "gaze_session", report, markdown(report),
@@ -193,12 +218,15 @@ def screen_plot(report: dict):
     for r in rows:
         p = np.array([[q["mean_pred"][0], q["mean_pred"][1]] for q in r["per_target"]])
         t = np.array([[q["x_px"], q["y_px"]] for q in r["per_target"]])
+        every = np.concatenate([np.asarray(q["predictions"], np.float64).reshape(-1, 2) for q in r["per_target"]])
         line = ax.scatter(p[:, 0], p[:, 1], s=25, label=f"{r['set']} {r['precision']} (mean prediction)")
+        colour = line.get_facecolor()[0]
+        ax.scatter(every[:, 0], every[:, 1], s=4, color=colour, alpha=0.35, linewidths=0)
         for a, b in zip(t, p):
-            ax.plot([a[0], b[0]], [a[1], b[1]], color=line.get_facecolor()[0], lw=0.8)
+            ax.plot([a[0], b[0]], [a[1], b[1]], color=colour, lw=0.8)
     ax.set_xlim(0, w)
     ax.set_ylim(h, 0)  # screen y grows downward
     ax.set_aspect("equal")
     ax.legend(fontsize=7, loc="lower right")
-    ax.set_title("Targets and leave-one-target-out predictions", fontsize=10)
+    ax.set_title("Targets, every leave-one-target-out prediction (dots) and their means", fontsize=10)
     return fig
