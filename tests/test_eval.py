@@ -198,6 +198,28 @@ def test_headpose_mirror_negates_yaw_and_roll(omz_headpose):
     assert row["mae"] < 20  # published OMZ model: ~5 deg on BIWI; AFLW2000 is harder
 
 
+def test_mesh_headpose_on_aflw2000_dev_per_axis(zoo_ready, tmp_path):
+    """The MediaPipe set's perspective mesh fit on the 8 dev faces: every axis within a sane bound,
+    no constant pitch offset (the canonical face's tilt), and the mirror flips yaw and roll."""
+    from pipeline.cli import main
+
+    folder = shared_path("labeled/aflw2000_dev")
+    assert main(["eval", "headpose", str(folder), "--models", "mediapipe", "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "headpose.json").read_text())["rows"][0]
+    assert row["found"] == 8 and max(row["mae_yaw"], row["mae_pitch"], row["mae_roll"]) < 8.0 and row["mae"] < 6.5
+    assert abs(row["bias_pitch"]) < 4.0 and abs(row["bias_roll"]) < 3.0
+    assert "pitch bias" in (tmp_path / "headpose.md").read_text()
+    from pipeline.evaluate import common
+
+    pipe = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
+    plain = headpose.run_pipeline(pipe, datasets.load_aflw2000(folder))
+    mirrored = headpose.run_pipeline(pipe, datasets.load_aflw2000(folder, flip=True), flip=True)
+    a, b = np.array([s["pred"] for s in plain]), np.array([s["pred"] for s in mirrored])
+    assert np.abs(a[:, [0, 2]] + b[:, [0, 2]]).mean() < 4.0 and np.abs(a[:, 1] - b[:, 1]).mean() < 5.0
+    frontal = next(s for s in plain if s["image"] == "image00050.jpg")  # label yaw -0.5, pitch 4.7, roll 5.7
+    assert max(frontal["error"]) < 5.0 and abs(frontal["pred"][0]) < 3.0
+
+
 def test_eval_commands_write_tables(zoo_ready, tmp_path):
     from pipeline.cli import main
 

@@ -40,7 +40,8 @@ def run_pipeline(pipeline, ds: datasets.Dataset, flip: bool = False) -> list[dic
         pipeline.reset()
         faces = [f for f in pipeline.process(image).faces if f.head_pose is not None]
         k = pick_face(faces, s, image.shape)
-        rec = {"image": s.image.name, "true": [s.yaw, s.pitch, s.roll], "pred": None, "error": None, "signed_error": None}
+        rec = {"image": s.image.name, "true": [s.yaw, s.pitch, s.roll], "pred": None, "error": None,
+               "signed_error": None}
         if k is not None:
             hp = faces[k].head_pose
             rec["pred"] = [hp.yaw, hp.pitch, hp.roll]
