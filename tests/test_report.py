@@ -134,7 +134,13 @@ def test_report_times_every_stage_inside_the_pipeline(short_report):
         # tracking: the detector runs on the first frame only, the face stages on all three
         assert calls["face"] == 1 and calls["landmarks"] == calls["head_pose"] == calls["gaze"] == 3
         assert any(e["method"] == "estimated-cpu-time" and e["available"] for e in run["energy_per_frame"])
-    assert "In-pipeline stage timings" in (out / "report.md").read_text()
+        assert run["cpu_ms_per_frame"] > 0
+        for s in (s for s in report["pipeline"]["stages"] if s["precision"] == precision):
+            # every stage here runs a model: its time splits into infer + the Python around it
+            assert 0 < s["infer_mean_ms"] <= s["mean_ms"], s
+            assert s["infer_mean_ms"] + s["other_mean_ms"] == pytest.approx(s["mean_ms"])
+    md = (out / "report.md").read_text()
+    assert "In-pipeline stage timings" in md and "of which model (infer)" in md
 
 
 def test_report_labels_every_method_and_shows_int8_execution(short_report):

@@ -76,13 +76,16 @@ def render(report: dict, plots: list[str] = ()) -> str:
         pipe = report["pipeline"]
         parts += ["The whole pipeline with tracking on the same frames, one face per frame where present: stage times "
                   "include crop, resize and postprocessing; the detector runs only when tracking needs it.", "",
-                  _table(["Precision", "frames", "faces", "FPS", "frame p50 / p90 ms", "energy per frame mJ (method)"],
+                  _table(["Precision", "frames", "faces", "FPS", "frame p50 / p90 ms", "CPU ms/frame",
+                          "energy per frame mJ (method)"],
                          [[r["precision"], r["frames"], r["faces"], _num(r["fps"], ".1f"),
-                           f"{r['frame_p50_ms']:.2f} / {r['frame_p90_ms']:.2f}",
+                           f"{r['frame_p50_ms']:.2f} / {r['frame_p90_ms']:.2f}", _num(r.get("cpu_ms_per_frame")),
                            "; ".join(f"{_num(e['mj_per_inference'], '.1f')} ({e['method']})" for e in r["energy_per_frame"]
                                      if e["available"])] for r in pipe["runs"]]), "",
-                  _table(["Stage", "Precision", "p50 ms", "p90 ms", "p99 ms", "calls"],
-                         [[s["stage"], s["precision"], _num(s["p50_ms"]), _num(s["p90_ms"]), _num(s["p99_ms"]), s["calls"]]
+                  _table(["Stage", "Precision", "p50 ms", "p90 ms", "p99 ms", "calls", "mean ms/frame",
+                          "of which model (infer)", "of which Python/other"],
+                         [[s["stage"], s["precision"], _num(s["p50_ms"]), _num(s["p90_ms"]), _num(s["p99_ms"]), s["calls"],
+                           _num(s.get("mean_ms")), _num(s.get("infer_mean_ms")), _num(s.get("other_mean_ms"))]
                           for s in pipe.get("stages", [])]), ""]
     else:
         parts += ["Not measured in this report: the figures above are isolated model runs.", ""]
