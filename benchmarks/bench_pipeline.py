@@ -3,14 +3,17 @@
 Frames are decoded into memory first, so "decode excluded" frames/s is the pipeline alone; a
 second pass decodes while it runs ("decode included", the `edgegaze run` situation). The
 configurations are interleaved frame block by frame block, so machine noise hits them alike.
+Beside frames/s: process CPU ms per frame (all threads), and, paced at a 30 fps webcam, the share
+of one core used and the frame-in -> result-out latency p50/p99 (benchmarks/_cost.py).
 
-    python benchmarks/bench_pipeline.py [--video V] [--frames 300] [--out results/]
+    python benchmarks/bench_pipeline.py [--video V] [--frames 300] [--paced-frames 150] [--out results/]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -20,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from _common import machine, markdown_table, write_results  # noqa: E402
+from _cost import Clock, paced  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import Frame, open_source, prefetch  # noqa: E402
 
@@ -27,6 +31,9 @@ CONFIGS = {
     "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
     "mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "mediapipe FP32 no-tracking": dict(models="mediapipe", precision="FP32", tracking=False),
+    # threads=0: OpenVINO's own thread count, against edgegaze's default of one thread per model
+    "mediapipe FP32 sync OV-threads": dict(models="mediapipe", precision="FP32", threads=0),
+    "mediapipe FP32 async OV-threads": dict(models="mediapipe", precision="FP32", async_mode=True, threads=0),
     "omz FP16 sync": dict(models="omz", precision="FP16"),
     "omz FP16-INT8 sync": dict(models="omz", precision="FP16-INT8"),
     "omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True),
@@ -34,14 +41,13 @@ CONFIGS = {
 }
 
 
-def run_block(pipe: Pipeline, frames: list[Frame], stage_ms: dict) -> tuple[float, int]:
-    t = time.perf_counter()
+def run_block(pipe: Pipeline, frames: list[Frame], stage_ms: dict) -> int:
     n = 0
     for fr in pipe.run(frames):
         n += 1
         for k, v in fr.ms.items():
             stage_ms.setdefault(k, []).append(v)
-    return time.perf_counter() - t, n
+    return n
 
 
 def main() -> None:
@@ -50,6 +56,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--block", type=int, default=50, help="frames per interleaved block")
     ap.add_argument("--configs", help="comma list of configuration names (default all)")
+    ap.add_argument("--paced-frames", type=int, default=150, help="frames fed at --paced-fps (0: skip)")
+    ap.add_argument("--paced-fps", type=float, default=30.0)
     ap.add_argument("--out", default="results")
     args = ap.parse_args()
     names = args.configs.split(",") if args.configs else list(CONFIGS)
@@ -58,33 +66,37 @@ def main() -> None:
     for pipe in pipes.values():  # warm-up: compile caches, first-inference costs
         list(pipe.run(frames[:5]))
         pipe.reset()
-    seconds = {n: 0.0 for n in names}
-    counts = {n: 0 for n in names}
+    clocks = {n: Clock() for n in names}
     stage_ms: dict[str, dict] = {n: {} for n in names}
     for start in range(0, len(frames), args.block):
         block = frames[start:start + args.block]
         for n in names:
-            s, c = run_block(pipes[n], block, stage_ms[n])
-            seconds[n] += s
-            counts[n] += c
+            clocks[n].time(partial(run_block, pipes[n], block, stage_ms[n]))
     rows = []
     for n in names:
         pipes[n].reset()
         t = time.perf_counter()
         decoded = sum(1 for _ in pipes[n].run(prefetch(open_source(args.video, max_frames=args.frames))))
         with_decode = decoded / (time.perf_counter() - t)
-        row = {"config": n, "fps_decode_excluded": counts[n] / seconds[n], "fps_decode_included": with_decode}
+        cost = clocks[n].row()
+        row = {"config": n, "fps_decode_excluded": cost.pop("fps"), "fps_decode_included": with_decode, **cost}
+        if args.paced_frames:
+            pipes[n].reset()
+            row.update(paced(pipes[n].run, frames[:args.paced_frames], args.paced_fps))
         for k, v in stage_ms[n].items():
             row[f"{k}_p50_ms"] = float(np.percentile(v, 50))
             row[f"{k}_p90_ms"] = float(np.percentile(v, 90))
         rows.append(row)
         print(f"{n}: {row['fps_decode_excluded']:.1f} fps (decode excluded), {with_decode:.1f} fps (included)")
-    columns = ["config", "fps_decode_excluded", "fps_decode_included"] + sorted(
-        {k for r in rows for k in r if k.endswith("_ms")})
+    columns = ["config", "fps_decode_excluded", "fps_decode_included", "wall_ms_per_frame", "cpu_ms_per_frame",
+               "core_share_at_fps", "latency_p50_ms", "latency_p99_ms"] + sorted(
+        {k for r in rows for k in r if k.endswith(("_p50_ms", "_p90_ms")) and not k.startswith("latency")})
     info = machine()
     md = (f"# Pipeline speed\n\n{args.frames} frames of `{Path(args.video).name}`, machine: {info['cpu']}, "
           f"{info['cores']} cores, OpenVINO {info['openvino']}, {info['date']}.\n"
-          "Stage ms are per frame (summed over faces; `face` only on frames where the detector ran).\n\n"
+          "Stage ms are per frame (summed over faces; `face` only on frames where the detector ran). CPU ms is process "
+          f"CPU time per frame (all threads); core share and latency (frame-in -> result-out) are from "
+          f"{args.paced_frames} frames fed at {args.paced_fps:g} fps.\n\n"
           + markdown_table(rows, columns))
     out = Path(args.out)
     write_results(out, "pipeline", {"machine": info, "video": args.video, "frames": args.frames, "rows": rows}, md)

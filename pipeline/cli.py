@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
-    p.add_argument("--threads", type=int, help="inference threads per model")
+    p.add_argument("--threads", type=int, help="inference threads per model (default 1, measured fastest here; 0: OpenVINO's choice)")
     p.add_argument("--output", help="annotated video (.mp4)")
     p.add_argument("--json", help="JSON Lines, one object per frame")
     p.add_argument("--max-frames", type=int)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import cv2
 import numpy as np
 
 from pipeline import convert, stages, zoo
@@ -28,6 +29,12 @@ from pipeline.results import Face, FaceResult
 from pipeline.sources import Frame, open_source  # noqa: F401  (re-exported for apps)
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
+# Inference threads per model when none are asked for. Measured (bench_pipeline, README "Speed"):
+# one thread per model cut process CPU per frame by ~25 % against OpenVINO's own choice on 2 cores,
+# and was not slower in wall time, because the models are small (1-3 ms) and extra threads mostly
+# wait; in async mode it also keeps the two halves from fighting over the same cores.
+# threads=0 leaves the choice to OpenVINO.
+DEFAULT_THREADS = 1
 
 
 @dataclass
@@ -68,6 +75,9 @@ class Pipeline:
         self.max_faces, self.tracking, self.redetect_every = max_faces, tracking, redetect_every
         self.min_landmark_score, self.async_mode = min_landmark_score, async_mode
         self.names = names or {}  # stage kind -> implementation id, for reports
+        # The crops are small warps (<= 192x192): OpenCV's thread pool cost more CPU than it saved
+        # (~0.9 ms per frame of process CPU measured, wall not slower); one thread, process-wide.
+        cv2.setNumThreads(1)
         self.reset()
 
     @classmethod
@@ -100,7 +110,8 @@ class Pipeline:
         for kind, (impl, own) in split.items():
             if prepare and impl not in stages.MODEL_FREE:
                 convert.prepare(impl, own)
-            built[kind] = stages.build(impl, own, device, hint=hint, threads=threads)
+            built[kind] = stages.build(impl, own, device, hint=hint,
+                                       threads=DEFAULT_THREADS if threads is None else threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)
 
