@@ -40,7 +40,7 @@ CONTENDERS = {
     "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none"),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
-    "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True),
+    "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True, eye_state="none"),
 }
 
 

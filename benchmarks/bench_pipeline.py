@@ -35,9 +35,9 @@ CONFIGS = {
     "mediapipe FP32 sync OV-threads": dict(models="mediapipe", precision="FP32", threads=0),
     "mediapipe FP32 async OV-threads": dict(models="mediapipe", precision="FP32", async_mode=True, threads=0),
     "omz FP16 sync": dict(models="omz", precision="FP16"),
-    "omz FP16-INT8 sync": dict(models="omz", precision="FP16-INT8"),
-    "omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True),
-    "omz FP16-INT8 no-tracking": dict(models="omz", precision="FP16-INT8", tracking=False),
+    "omz FP16-INT8 sync": dict(models="omz", precision="FP16-INT8", eye_state="none"),
+    "omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True, eye_state="none"),
+    "omz FP16-INT8 no-tracking": dict(models="omz", precision="FP16-INT8", tracking=False, eye_state="none"),
 }
 
 
