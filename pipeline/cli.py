@@ -65,6 +65,12 @@ def _run(args) -> int:
     return 130 if s.interrupted else 0
 
 
+def _report_profile(args) -> dict:
+    from pipeline import profile
+
+    return {"profile": profile.load(args.profile)} if getattr(args, "profile", None) else {}
+
+
 def _apply_profile(args) -> None:
     """`--profile FILE`: the profile's stages (ID@PRECISION) and runtime settings replace the options."""
     if getattr(args, "profile", None):
@@ -130,7 +136,7 @@ def _report(args) -> int:
     from pipeline.report.model_report import build_report
 
     build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
-                 frames=args.frames, cpu_tdp_w=args.cpu_tdp)
+                 frames=args.frames, cpu_tdp_w=args.cpu_tdp, **_report_profile(args))
     print(f"wrote report.json, report.md and plots to {args.out}")
     return 0
 
@@ -263,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
+    p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
     p.set_defaults(func=_report)
 
     p = sub.add_parser("mouse", help="drive the mouse pointer with gaze or head pose (calibration, filter, clicks)")

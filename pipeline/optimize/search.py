@@ -117,7 +117,7 @@ def space(kind: str = "small") -> list[dict]:
     out, seen = [reference()] + hand_picked(), set()
     runtimes = [dict(tracking=t, redetect_every=r, async_mode=a, threads=th)
                 for (t, r), a, th in itertools.product([(True, 30), (True, 10)] + ([(False, 30)] if full else []),
-                                                       (False, True), (None, 1) if full else (None,))]
+                                                       (False, True), (None, 1))]
     for stages in _mixes(full):
         eyes = [stages, {**stages, "eye_state": "open-closed-eye-0001"}] if full else [stages]
         for st in eyes:
