@@ -53,12 +53,12 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     video, aflw = shared_path(VIDEO), shared_path("labeled/aflw2000_dev")
     out = tmp_path / "search"
     rc = main(["optimize", "pipeline", "--input", str(video), "--eval", str(aflw), "--budget-cpu-ms", "10000",
-               "--max-drop", "head_pose_deg=5,faces_found=50,gaze_deg=20", "--max-candidates", "4",
+               "--max-drop", "head_pose_deg=5,faces_found=50,gaze_deg=20", "--max-candidates", "5",
                "--max-frames", "8", "--out", str(out)])
     assert rc == 0
     report = json.loads((out / "pareto.json").read_text())
     rows = report["rows"]
-    assert len(rows) == 4 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
+    assert len(rows) == 5 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
     ref = rows[0]
     assert ref["candidate"]["name"] == search.reference()["name"]
     assert ref["drops"] == {"head_pose_deg": 0.0, "faces_found": 0.0, "gaze_deg": 0.0}
