@@ -117,7 +117,7 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
                    "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
-    p.add_argument("--max-candidates", type=int, help="measure only the first N (reference and hand-picked come first)")
+    p.add_argument("--max-candidates", type=int, help="measure at most N per phase (reference and hand-picked come first)")
     p.add_argument("--max-frames", type=int, default=60, help="frames per input video (default 60)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")

@@ -53,16 +53,17 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     video, aflw = shared_path(VIDEO), shared_path("labeled/aflw2000_dev")
     out = tmp_path / "search"
     rc = main(["optimize", "pipeline", "--input", str(video), "--eval", str(aflw), "--budget-cpu-ms", "10000",
-               "--max-drop", "head_pose_deg=5,faces_found=50,gaze_deg=20", "--max-candidates", "5",
+               "--max-drop", "head_pose_deg=5,faces_found=50,gaze_deg=20", "--max-candidates", "3",
                "--max-frames", "8", "--out", str(out)])
     assert rc == 0
     report = json.loads((out / "pareto.json").read_text())
     rows = report["rows"]
-    assert len(rows) == 5 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
+    assert len(rows) == 6 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
     ref = rows[0]
     assert ref["candidate"]["name"] == search.reference()["name"]
     assert ref["drops"] == {"head_pose_deg": 0.0, "faces_found": 0.0, "gaze_deg": 0.0}
     assert 0 < ref["head_pose_mae"] < 30  # real head-pose MAE on AFLW2000 dev
+    assert sum(r["candidate"]["name"].endswith(" t1") for r in rows) >= 1  # phase 2 varied the runtime
     fp16 = [r for r in rows if "@FP16" in r["candidate"]["name"]]
     assert fp16 and all(r["drops"]["gaze_deg"] < 5 for r in fp16)  # FP16 stays near FP32
     assert report["chosen"] in {r["candidate"]["name"] for r in rows if r["feasible"]}
@@ -136,3 +137,15 @@ def test_bad_options_and_missing_ray_are_one_line_errors(tmp_path, capsys, monke
     assert main(["batch", "--input", video, "--profile", str(prof), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'pip install -e ".[ray]"' in err[0]
+
+
+def test_mouse_and_report_take_a_profile(zoo_ready, tmp_path, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    prof, video, record = _reference_profile(tmp_path / "p.toml"), str(shared_path(VIDEO)), tmp_path / "m.csv"
+    assert main(["mouse", "--input", video, "--dry-run", "--max-frames", "5", "--profile", str(prof),
+                 "--screen-size", "1920x1080", "--pause-key", "", "--record", str(record)]) == 0
+    assert len(record.read_text().strip().splitlines()) >= 5  # header + a row per frame
+    assert main(["report", "--input", video, "--profile", str(prof), "--frames", "3", "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {m["model_id"] for m in report["models"]} == {"face-detection-short-range", "face-landmark", "iris-landmark"}
+    assert report["pipeline"]["runs"][0]["precision"] == "profile" and report["pipeline"]["runs"][0]["frames"] == 3

@@ -88,10 +88,11 @@ def _plot(result: dict, best, path: Path) -> None:
         limit = result["budget"]["max_drop"].get(key)
         if limit is not None:
             ax.axhline(limit, ls="--", c="k", lw=0.8)
-        ax.axvline(result["budget"][m], ls=":", c="k", lw=0.8)
+        if result["budget"][m] <= 1.5 * max(r[m] for r in rows):  # a loose budget would squash the points
+            ax.axvline(result["budget"][m], ls=":", c="k", lw=0.8)
         ax.set(xlabel=f"{m.replace('_', ' ')} per frame (measured)", ylabel=f"{key} ({DROP_UNITS[key]})")
         ax.grid(alpha=0.3)
-    axes[0][0].set_title("star: chosen; squares: hand-picked; green: within budget", fontsize=9)
+    axes[0][0].set_title("star: chosen; squares: hand-picked; green: within budget; dashed: max drop", fontsize=9)
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
     plt.close(fig)

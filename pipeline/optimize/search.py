@@ -10,8 +10,8 @@ sync/async, threads, eye state on/off) is measured, none estimated:
   face/landmarks/head-pose choice), and on the input videos the share of frames with a face and
   the median angle between the candidate's gaze and the reference's on the same frames.
 Two phases: the implementations x precisions at the default runtime, then the runtime settings
-of those inside every max-drop (the cheap ordering: a model choice that loses too much accuracy
-is not timed again under other settings). The chosen candidate is the fastest (by the budget's
+of the fastest few inside every max-drop (the cheap ordering: a model choice that loses too much
+accuracy, or is slow already, is not timed again under other settings). The chosen candidate is the fastest (by the budget's
 figure) within the budget and every max-drop; pareto.py writes the profile and the report.
 """
 
@@ -22,19 +22,18 @@ import time
 
 import numpy as np
 
-from pipeline import paths
+from pipeline import paths, zoo
 from pipeline.errors import EdgegazeError
 
-SETS = {  # stage kind -> implementation, the two sets a user picks by name
-    "mediapipe": {"face": "face-detection-short-range", "landmarks": "face-landmark", "head_pose": "mesh",
-                  "gaze": "iris-landmark", "eye_state": "none"},
-    "omz": {"face": "face-detection-adas-0001", "landmarks": "landmarks-regression-retail-0009",
-            "head_pose": "head-pose-estimation-adas-0001", "gaze": "gaze-estimation-adas-0002",
-            "eye_state": "open-closed-eye-0001"},
-}
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
+TOP_CHOICES = {"small": 3, "full": 6}  # phase 1's fastest accurate choices that phase 2 varies
 DEFAULT_RUNTIME = {"tracking": True, "redetect_every": 30, "async_mode": False, "threads": None}
+
+
+def set_stages(name: str) -> dict:
+    """Stage kind -> implementation of a named zoo set ("none" for a stage it lacks)."""
+    return {k: zoo.sets()[name].get(k) or "none" for k in zoo.STAGES}
 
 
 def available(impl: str) -> list[str]:
@@ -69,7 +68,7 @@ def candidate(stages: dict, precision: dict | str, **runtime) -> dict:
 
 
 def reference() -> dict:
-    return dict(candidate(SETS["mediapipe"], "FP32"), hand_picked=True)
+    return dict(candidate(set_stages("mediapipe"), "FP32"), hand_picked=True)
 
 
 def _uniform(stages: dict, tag: str) -> dict | None:
@@ -91,7 +90,8 @@ def _uniform(stages: dict, tag: str) -> dict | None:
 def hand_picked() -> list[dict]:
     """What a README reader picks by hand: a named set at one precision, default runtime, sync or async."""
     out = []
-    for name, stages in SETS.items():
+    for name in ("mediapipe", "omz"):
+        stages = set_stages(name)
         for tag in ("FP32", "FP16", "INT8"):
             prec = _uniform(stages, tag)
             if prec is not None:
@@ -122,8 +122,20 @@ def space(kind: str = "small") -> list[dict]:
             for tag in ("FP32", "FP16", "INT8"):
                 prec = _uniform(st, tag)
                 if prec is not None:
-                    out.append(candidate(st, prec))
+                    out += [candidate(st, prec)] + _pruned(st, prec) + (_one_up(st, prec) if tag == "INT8" else [])
     return _unique(out)
+
+
+def _one_up(stages: dict, prec: dict) -> list[dict]:
+    """Per-stage precision: all INT8 but one stage at FP32 (the one whose INT8 costs accuracy)."""
+    return [candidate(stages, {**prec, kind: "FP32"}) for kind, impl in stages.items()
+            if prec[kind] and "FP32" in available(impl)]
+
+
+def _pruned(stages: dict, prec: dict) -> list[dict]:
+    """One stage swapped for each of its other tags on disk (pruned models, e.g. iris-landmark@CH20)."""
+    return [candidate(stages, {**prec, kind: tag}) for kind, impl in stages.items()
+            for tag in available(impl) if tag and tag not in PRECISIONS]
 
 
 def runtime_variants(c: dict, kind: str = "small") -> list[dict]:
@@ -306,9 +318,10 @@ def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: f
         raise EdgegazeError(f"the FP32 reference pipeline failed: {rows[0]['error']}")
     _judge(rows, rows[0], max_drop, metric, limit)
     seen = {r["candidate"]["name"] for r in rows}
-    second = [v for r in rows if r.get("accurate") for v in runtime_variants(r["candidate"], kind) if v["name"] not in seen]
-    second = _unique(second)[:max(0, max_candidates - len(first))] if max_candidates else _unique(second)
-    log(f"phase 2: {len(second)} runtime settings of the {sum(bool(r.get('accurate')) for r in rows)} accurate choices:")
+    top = sorted((r for r in rows if r.get("accurate")), key=lambda r: r[metric])[:TOP_CHOICES[kind]]
+    second = [v for r in top for v in runtime_variants(r["candidate"], kind) if v["name"] not in seen]
+    second = _unique(second)[:max_candidates] if max_candidates else _unique(second)
+    log(f"phase 2: {len(second)} runtime settings of the {len(top)} fastest accurate choices:")
     more = _measure(ray, second, videos, datasets_, max_frames, accuracy, log)
     _judge(more, rows[0], max_drop, metric, limit)
     cands = first + second
