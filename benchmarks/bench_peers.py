@@ -36,8 +36,8 @@ HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
 
 CONTENDERS = {
-    "udacity-style omz FP32": dict(models="omz", precision="FP32", tracking=False, eye_state="none"),
-    "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none"),
+    "udacity-style omz FP32": dict(models="omz", precision="FP32", tracking=False, eye_state="none", threads=0),
+    "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none", threads=0),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True, eye_state="none"),

@@ -30,10 +30,10 @@ from pipeline.sources import Frame, open_source  # noqa: F401  (re-exported for 
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
 # Inference threads per model when none are asked for. Measured (bench_pipeline, README "Speed"):
-# one thread per model cut process CPU per frame by ~25 % against OpenVINO's own choice on 2 cores,
-# and was not slower in wall time, because the models are small (1-3 ms) and extra threads mostly
-# wait; in async mode it also keeps the two halves from fighting over the same cores.
-# threads=0 leaves the choice to OpenVINO.
+# one thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
+# (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
+# used less of a core with lower latency; unpaced on an idle machine OpenVINO's choice gave more
+# frames/s. threads=0 leaves the choice to OpenVINO (`--threads 0`).
 DEFAULT_THREADS = 1
 
 
