@@ -1,6 +1,8 @@
-"""The `edgegaze` command: a thin shell that parses arguments and calls one library function.
+"""edgegaze: find faces, landmarks, head pose and gaze in a webcam, video or images with OpenVINO on
+the CPU; fetch and convert the models, quantize or prune them, measure them, and drive the mouse.
 
-A user mistake (EdgegazeError) prints one line and exits 2; Ctrl-C exits 130.
+The `edgegaze` command is a thin shell that parses arguments and calls one library function.
+A user mistake (EdgegazeError or a bad argument) prints one line and exits 2; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -9,6 +11,38 @@ import argparse
 import sys
 
 from pipeline.errors import EdgegazeError
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has one (not for flags and unset options)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or isinstance(action.default, bool) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad argument is one line on stderr and exit 2, like every other user mistake; defaults are shown."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kw)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
 
 
 def _models_list(args) -> int:
@@ -52,6 +86,12 @@ def _run(args) -> int:
     from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
+    from pipeline import runtime
+    from pipeline.outputs import check_outputs
+
+    runtime.check_precision(args.precision.upper())
+    runtime.check_device(args.device)
+    check_outputs(args.json, args.output, args.show)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
     pipeline = Pipeline.from_set(
         args.models, args.precision.upper(), args.device, face=args.face, landmarks=args.landmarks,
@@ -61,6 +101,8 @@ def _run(args) -> int:
     s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
+    if s.skipped_note:
+        print(f"edgegaze: warning: {s.skipped_note}", file=sys.stderr)
     return 130 if s.interrupted else 0
 
 
@@ -126,7 +168,7 @@ def _add_eval(sub) -> None:
         p = ev.add_parser(kind, help=help_text)
         p.add_argument("path", help=path_help)
         if dataset:
-            p.add_argument("--dataset", default=dataset, help=f"format (default {dataset}; landmarks: ibug68 or dlib-xml)")
+            p.add_argument("--dataset", default=dataset, help="format (landmarks: ibug68 or dlib-xml)")
         p.add_argument("--models", default="mediapipe", help="comma list of model sets, e.g. omz,mediapipe")
         p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
@@ -153,13 +195,13 @@ def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="edgegaze", description=__doc__.splitlines()[0])
+def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
     sub = parser.add_subparsers(dest="command", required=True)
 
     models = sub.add_parser("models", help="list and fetch zoo models").add_subparsers(dest="action", required=True)
     p = models.add_parser("list", help="every zoo model, cached or not")
-    p.add_argument("--set", default="all")
+    p.add_argument("--set", default="all", help="model set: mediapipe, omz or all")
     p.set_defaults(func=_models_list)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
     _add_selection(p, default_set="mediapipe")
@@ -174,29 +216,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
     p.add_argument("--input", required=True, help="webcam index, video file, image or folder of images")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
-    p.add_argument("--device", default="CPU")
+    p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
+                   "lists (CPU, GPU, NPU), or AUTO")
     for kind in ("face", "landmarks", "head-pose", "gaze", "eye-state"):
         p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
                             "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
-    p.add_argument("--max-faces", type=int, default=1)
+    p.add_argument("--max-faces", type=_int_at_least(1), default=1, help="most faces followed per frame")
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
-    p.add_argument("--threads", type=int, help="inference threads per model")
-    p.add_argument("--output", help="annotated video (.mp4)")
+    p.add_argument("--threads", type=_int_at_least(0), default=0,
+                   help="inference threads per model; 0: OpenVINO chooses (all cores)")
+    p.add_argument("--output", help="annotated video: .mp4 or .avi")
     p.add_argument("--json", help="JSON Lines, one object per frame")
-    p.add_argument("--max-frames", type=int)
+    p.add_argument("--max-frames", type=_int_at_least(1), help="stop after this many frames (default: the whole input)")
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
     p.add_argument("--input", required=True, help="video (or image) whose frames feed the models")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
     p.add_argument("--precision", default="FP32", help="comma list, e.g. FP16,FP16-INT8")
-    p.add_argument("--frames", type=int, default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
+    p.add_argument("--frames", type=_int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
     p.set_defaults(func=_report)
@@ -207,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mouse_arguments(p)
     p.set_defaults(func=_mouse)
 
-    optimize = sub.add_parser("optimize", help="INT8 quantization").add_subparsers(dest="action", required=True)
+    optimize = sub.add_parser("optimize", help="make faster models: NNCF INT8 quantization and pruning").add_subparsers(dest="action", required=True)
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
@@ -218,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore", action="append", metavar="PATTERN", help="regex of layer names NNCF leaves in FP32 (repeatable)")
     p.add_argument("--sensitivity", action="store_true", help="also write the full per-layer sensitivity table and PNG")
     p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")
-    p.add_argument("--out", default="results/quantize", help="report folder (default results/quantize)")
+    p.add_argument("--out", default="results/quantize", help="report folder")
     p.set_defaults(func=_optimize_quantize)
     p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
                             "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
@@ -246,12 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         return args.func(args) or 0
     except EdgegazeError as e:
-        print(f"edgegaze: error: {e}", file=sys.stderr)
+        print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("edgegaze: interrupted", file=sys.stderr)

@@ -177,10 +177,10 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
     """Measure and write report.json, report.md and the plots into `out`; returns the report dict."""
     if frames < 1:
         raise EdgegazeError("--frames must be at least 1")
-    out = check_out_dir(out)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
     items, skipped, notes = plan(models_set, precisions)
-    images = read_frames(input_path, frames)
+    images = read_frames(input_path, frames)  # before --out is made: a bad input leaves no empty folder
+    out = check_out_dir(out)
     iterations = max(len(images), min_iterations)
 
     meter = energy.Rapl(rapl_root)
