@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -127,7 +128,11 @@ def ir_problem(xml: Path) -> str | None:
     return None
 
 
-def ensure_intact(model_id: str, precision: str, xml: Path, log=print) -> Path:
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def ensure_intact(model_id: str, precision: str, xml: Path, log=_warn) -> Path:
     """`xml` if intact; a damaged FP32/FP16/published IR is rebuilt from its verified source,
     any other (INT8, pruned) is refused with the command that remakes it."""
     problem = ir_problem(xml)

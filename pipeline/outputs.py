@@ -216,11 +216,13 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
         summary.interrupted = ok = True
     finally:
         summary.seconds = time.perf_counter() - start
-        summary.skipped_note = source.skipped_note()
+        # any iterable of frames is a source; only a sources.Source counts what it skipped
+        skipped = source.skipped() if hasattr(source, "skipped") else {}
+        summary.skipped_note = source.skipped_note() if skipped else ""
         bar.close()
         keep = ok or summary.frames > 0  # an error after some frames keeps what was finished
         if jsonl:
-            jsonl.close(keep, source.skipped())
+            jsonl.close(keep, skipped)
         if video:
             video.close(keep)
         if show:
