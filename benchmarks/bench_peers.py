@@ -36,7 +36,9 @@ CONTENDERS = {
     "udacity-style omz FP32": dict(models="omz", precision="FP32", tracking=False, eye_state="none"),
     "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none"),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
-    "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True),
+    # Intel ships no FP16-INT8 of the eye-state model: that stage runs its FP16
+    "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True,
+                                         eye_state="open-closed-eye-0001@FP16"),
 }
 
 
@@ -56,33 +58,38 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--block", type=int, default=50)
     ap.add_argument("--out", default="results")
+    ap.add_argument("--no-mediapipe", action="store_true", help="leave out the MediaPipe contender (it needs its "
+                    "own venv with mediapipe, made once in .venv-peers/); ratios are then to the first contender")
     args = ap.parse_args()
 
-    worker = subprocess.Popen([str(peer_python()), str(HERE / "peers" / "mediapipe_worker.py"), args.video,
-                               str(args.frames)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hello = json.loads(worker.stdout.readline())
+    worker = None if args.no_mediapipe else subprocess.Popen(
+        [str(peer_python()), str(HERE / "peers" / "mediapipe_worker.py"), args.video, str(args.frames)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hello = json.loads(worker.stdout.readline()) if worker else None
     frames = list(open_source(args.video, max_frames=args.frames))
     pipes = {n: Pipeline.from_set(**kw) for n, kw in CONTENDERS.items()}
     for p in pipes.values():
         list(p.run(frames[:5]))
         p.reset()
-    name_a = f"mediapipe {hello['mediapipe']} FaceMesh+iris"
+    name_a = f"mediapipe {hello['mediapipe']} FaceMesh+iris" if worker else next(iter(pipes))
     seconds = {name_a: 0.0, **{n: 0.0 for n in pipes}}
     found = {n: 0 for n in seconds}
     for start in range(0, len(frames), args.block):
         end = min(start + args.block, len(frames))
-        worker.stdin.write(f"block {start} {end}\n")
-        worker.stdin.flush()
-        reply = json.loads(worker.stdout.readline())
-        seconds[name_a] += reply["seconds"]
-        found[name_a] += reply["found"]
+        if worker:
+            worker.stdin.write(f"block {start} {end}\n")
+            worker.stdin.flush()
+            reply = json.loads(worker.stdout.readline())
+            seconds[name_a] += reply["seconds"]
+            found[name_a] += reply["found"]
         for n, p in pipes.items():
             t = time.perf_counter()
             found[n] += sum(bool(fr.faces) for fr in p.run(frames[start:end]))
             seconds[n] += time.perf_counter() - t
-    worker.stdin.write("quit\n")
-    worker.stdin.flush()
-    worker.wait(timeout=30)
+    if worker:
+        worker.stdin.write("quit\n")
+        worker.stdin.flush()
+        worker.wait(timeout=30)
 
     n = len(frames)
     base = n / seconds[name_a]
