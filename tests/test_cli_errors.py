@@ -134,3 +134,27 @@ def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mo
     assert 0 < frames < 851
     assert len((tmp_path / "b.jsonl").read_text().splitlines()) == frames == video_frames(tmp_path / "b.mp4")
     assert not part.exists() and not (tmp_path / ".b.part.mp4").exists()
+
+
+def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, tmp_path):
+    """A webcam that disappears: the device read starts raising after 8 frames."""
+    from pipeline.outputs import run_to_outputs
+    from pipeline.runner import Pipeline
+    from pipeline.sources import Frame, Source
+
+    images = [f.image for f in Source(shared_path(VIDEO), max_frames=8)]
+
+    class Vanishing(Source):
+        def _raw(self):
+            for i, image in enumerate(images):
+                yield Frame(i, i / 30, image)
+            raise OSError("camera 0: device disconnected")
+
+    source = Vanishing(shared_path(VIDEO))
+    s = run_to_outputs(Pipeline.from_set("mediapipe"), source, str(tmp_path / "c.jsonl"), str(tmp_path / "c.mp4"),
+                       progress=False)
+    assert s.frames == 8 and not s.interrupted and "failed after 8 frame(s)" in s.skipped_note
+    rows = [json.loads(ln) for ln in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 == video_frames(tmp_path / "c.mp4")
+    assert rows[-1]["skipped"]["source_error"] == "camera 0: device disconnected"
+
