@@ -82,13 +82,12 @@ def _convert(args) -> int:
 
 
 def _run(args) -> int:
-    from pipeline.outputs import run_to_outputs
+    from pipeline import runtime
+    from pipeline.outputs import check_outputs, run_to_outputs
     from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
-    from pipeline import runtime
-    from pipeline.outputs import check_outputs
-
+    _apply_profile(args)
     runtime.check_precision(args.precision.upper())
     runtime.check_device(args.device)
     check_outputs(args.json, args.output, args.show)
@@ -97,7 +96,7 @@ def _run(args) -> int:
         args.models, args.precision.upper(), args.device, face=args.face, landmarks=args.landmarks,
         head_pose=args.head_pose, gaze=args.gaze, eye_state=args.eye_state, hint=args.hint,
         threads=args.threads, max_faces=args.max_faces, tracking=not args.no_tracking,
-        async_mode=args.async_mode)
+        async_mode=args.async_mode, redetect_every=args.redetect_every)
     s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
@@ -106,11 +105,78 @@ def _run(args) -> int:
     return 130 if s.interrupted else 0
 
 
+def _report_profile(args) -> dict:
+    from pipeline import profile
+
+    return {"profile": profile.load(args.profile)} if getattr(args, "profile", None) else {}
+
+
+def _apply_profile(args) -> None:
+    """`--profile FILE`: the profile's stages (ID@PRECISION) and runtime settings replace the options."""
+    if getattr(args, "profile", None):
+        from pipeline import profile
+
+        kw = profile.pipeline_kwargs(profile.load(args.profile))
+        for kind in profile.KINDS:
+            setattr(args, kind, kw[kind])
+        args.no_tracking, args.async_mode = not kw["tracking"], kw["async_mode"]
+        args.threads, args.redetect_every = kw["threads"], kw["redetect_every"]
+
+
+def _optimize_pipeline(args) -> int:
+    from pipeline.optimize import pareto, search
+
+    split = lambda text: [s.strip() for s in (text or "").split(",") if s.strip()]  # noqa: E731
+    result = search.search(split(args.input), split(args.eval), search.parse_drops(args.max_drop), args.budget_ms,
+                           args.budget_cpu_ms, args.space, args.max_candidates, args.max_frames, args.address)
+    summary = pareto.write(result, args.out)
+    print(f"{len(result['rows'])} candidates measured in {result['seconds']} s; wrote pareto.json/.md/.png to {args.out}")
+    if not summary["chosen"]:
+        print("no candidate fits the budget and max drops: no profile written (see pareto.md)")
+        return 1
+    print(f"chosen: {summary['chosen']} -> {args.out}/profile.toml")
+    return 0
+
+
+def _batch(args) -> int:
+    from pipeline.batch import run_batch
+
+    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames)
+    print(f"{s['done']} done, {s['skipped']} skipped (finished before), {s['failed']} failed; "
+          f"{s['frames']} frames, {s['frames_per_s']:.1f} frames/s; summary in {args.out}/summary.json")
+    return 1 if s["failed"] else 0
+
+
+def _add_search_batch(sub, optimize) -> None:
+    p = optimize.add_parser("pipeline", help="search the whole pipeline (stages, precisions, runtime) on Ray; "
+                            "writes profile.toml and a Pareto report")
+    p.add_argument("--input", required=True, help="video(s), comma-separated: speed, faces found and gaze are measured on them")
+    p.add_argument("--eval", default="", help="labeled data, comma-separated: AFLW2000-3D folders (head-pose MAE)")
+    p.add_argument("--budget-ms", type=float, help="wall ms per frame the pipeline may take")
+    p.add_argument("--budget-cpu-ms", type=float, help="process CPU ms per frame the pipeline may take")
+    p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
+                   "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
+    p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
+    p.add_argument("--max-candidates", type=int, help="measure at most N per phase (reference and hand-picked come first)")
+    p.add_argument("--max-frames", type=int, default=60, help="frames per input video (default 60)")
+    p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
+    p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")
+    p.set_defaults(func=_optimize_pipeline)
+    p = sub.add_parser("batch", help="a deployment profile over many videos on Ray: one JSON Lines file per video")
+    p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
+    p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
+    p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
+    p.add_argument("--workers", type=int, default=2, help="videos processed at once (default 2)")
+    p.add_argument("--max-frames", type=int, help="frames per video")
+    p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
+    p.set_defaults(func=_batch)
+
+
 def _report(args) -> int:
     from pipeline.report.model_report import build_report
 
     build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
-                 frames=args.frames, cpu_tdp_w=args.cpu_tdp)
+                 frames=args.frames, cpu_tdp_w=args.cpu_tdp, **_report_profile(args))
     print(f"wrote report.json, report.md and plots to {args.out}")
     return 0
 
@@ -234,6 +300,8 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--max-frames", type=_int_at_least(1), help="stop after this many frames (default: the whole input)")
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
+    p.add_argument("--redetect-every", type=_int_at_least(1), default=30, help="with tracking: run the detector every N frames")
+    p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
@@ -243,6 +311,7 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--frames", type=_int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
+    p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
     p.set_defaults(func=_report)
 
     p = sub.add_parser("mouse", help="drive the mouse pointer with gaze or head pose (calibration, filter, clicks)")
@@ -267,7 +336,8 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
                             "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
     p.add_argument("--model", required=True, help="face-landmark, iris-landmark, landmarks-regression-retail-0009 or head-pose-estimation-adas-0001")
-    p.add_argument("--method", required=True, choices=["unstructured", "structured"])
+    p.add_argument("--method", required=True, choices=["unstructured", "structured"],
+                   help="unstructured: zero single weights (smaller compressed IR); structured: remove channels (faster)")
     p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
@@ -286,6 +356,7 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--channel-block", type=int, default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
+    _add_search_batch(sub, optimize)
     _add_eval(sub)
     return parser
 

@@ -24,9 +24,39 @@ def test_aflw_loader_maps_conventions():
     assert len(ds.samples) == 8 and not ds.skipped
     by = {s.image.name: s for s in ds.samples}
     # pose_labels_deg.csv: image00251 pitch 6.99, yaw -54.69, roll -14.58 (AFLW signs)
+    # at 55 deg yaw the label's own composition order turns its -7.0 deg pitch into +8.5 in edgegaze's
     s = by["image00251.jpg"]
-    assert (s.yaw, s.pitch, s.roll) == pytest.approx((54.6853, -6.9946, -14.5795), abs=1e-3)
+    assert (s.yaw, s.pitch, s.roll) == pytest.approx((54.54, 8.53, -15.36), abs=0.01)
     assert s.box is not None and s.box[0] < s.box[2] and s.box[1] < s.box[3]
+    # one angle at a time, the mapping is the sign table
+    for axis, (p, y, r) in enumerate([(0, -30, 0), (-30, 0, 0), (0, 0, 30)]):
+        assert datasets.aflw_to_edgegaze(p, y, r) == pytest.approx(np.eye(3)[axis] * 30, abs=1e-9)
+
+
+def test_aflw_rotation_is_the_labels_own_geometry():
+    """Each label's 68 3-D landmarks, un-rotated by the rotation rebuilt from its Pose_Para, give the
+    same upright face for all 8 faces; the reversed composition order does not."""
+    import scipy.io
+
+    def upright(order):
+        faces = []
+        for mat in sorted(shared_path("labeled/aflw2000_dev").glob("*.mat")):
+            m = scipy.io.loadmat(str(mat))
+            pts = m["pt3d_68"].T * [1.0, 1.0, -1.0]  # z toward the camera -> away
+            pts = (pts - pts.mean(0)) @ order(*np.degrees(m["Pose_Para"].ravel()[:3]))
+            faces.append(pts / np.linalg.norm(pts[45] - pts[36]))
+        faces = np.array(faces)
+        return np.sqrt(((faces - faces.mean(0)) ** 2).sum(-1).mean()), faces
+
+    def reversed_order(pitch, yaw, roll):
+        from pipeline.stages.mesh_pose import matrix_from_euler
+
+        return matrix_from_euler(0, 0, roll) @ matrix_from_euler(-yaw, 0, 0) @ matrix_from_euler(0, -pitch, 0)
+
+    spread, faces = upright(datasets.aflw_rotation)
+    assert spread < 0.08 and spread < 0.7 * upright(reversed_order)[0]
+    eyes = faces[:, 45] - faces[:, 36]  # level and at one depth in every face
+    assert np.abs(eyes[:, 1:]).max() < 0.05
 
 
 def test_aflw_loader_bad_input(tmp_path):
@@ -96,11 +126,15 @@ def test_nme_of_a_known_shift():
 
 
 def test_mae_of_a_rotated_pose():
-    samples = [{"true": [10.0, -5.0, 3.0], "error": metrics.angle_error([20.0, -5.0, 1.0], [10.0, -5.0, 3.0]).tolist()},
-               {"true": [170.0, 0, 0], "error": metrics.angle_error([-175.0, 0, 0], [170.0, 0, 0]).tolist()},
-               {"true": [0, 0, 0], "error": None}]
+    def sample(pred, true):
+        d = metrics.angle_difference(pred, true)
+        return {"true": true, "error": np.abs(d).tolist(), "signed_error": d.tolist()}
+
+    samples = [sample([20.0, -5.0, 1.0], [10.0, -5.0, 3.0]), sample([-175.0, 0, 0], [170.0, 0, 0]),
+               {"true": [0, 0, 0], "error": None, "signed_error": None}]
     row = headpose.summarise(samples)
     assert row["mae_yaw"] == pytest.approx(12.5)  # 10 and 15 (wrapped across +-180)
+    assert row["bias_yaw"] == pytest.approx(12.5) and row["bias_roll"] == pytest.approx(-1.0)  # signed, same wrap
     assert row["mae_roll"] == pytest.approx(1.0) and row["not_found"] == 1
 
 
@@ -162,6 +196,28 @@ def test_headpose_mirror_negates_yaw_and_roll(omz_headpose):
             assert right < wrong, ("yaw", "pitch", "roll")[axis]
     row = headpose.summarise(plain)
     assert row["mae"] < 20  # published OMZ model: ~5 deg on BIWI; AFLW2000 is harder
+
+
+def test_mesh_headpose_on_aflw2000_dev_per_axis(zoo_ready, tmp_path):
+    """The MediaPipe set's perspective mesh fit on the 8 dev faces: every axis within a sane bound,
+    no constant pitch offset (the canonical face's tilt), and the mirror flips yaw and roll."""
+    from pipeline.cli import main
+
+    folder = shared_path("labeled/aflw2000_dev")
+    assert main(["eval", "headpose", str(folder), "--models", "mediapipe", "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "headpose.json").read_text())["rows"][0]
+    assert row["found"] == 8 and max(row["mae_yaw"], row["mae_pitch"], row["mae_roll"]) < 8.0 and row["mae"] < 6.5
+    assert abs(row["bias_pitch"]) < 4.0 and abs(row["bias_roll"]) < 3.0
+    assert "pitch bias" in (tmp_path / "headpose.md").read_text()
+    from pipeline.evaluate import common
+
+    pipe = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
+    plain = headpose.run_pipeline(pipe, datasets.load_aflw2000(folder))
+    mirrored = headpose.run_pipeline(pipe, datasets.load_aflw2000(folder, flip=True), flip=True)
+    a, b = np.array([s["pred"] for s in plain]), np.array([s["pred"] for s in mirrored])
+    assert np.abs(a[:, [0, 2]] + b[:, [0, 2]]).mean() < 4.0 and np.abs(a[:, 1] - b[:, 1]).mean() < 5.0
+    frontal = next(s for s in plain if s["image"] == "image00050.jpg")  # label yaw -0.5, pitch 4.7, roll 5.7
+    assert max(frontal["error"]) < 5.0 and abs(frontal["pred"][0]) < 3.0
 
 
 def test_eval_commands_write_tables(zoo_ready, tmp_path):

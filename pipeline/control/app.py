@@ -57,6 +57,7 @@ class MouseOptions:
     distance_mm: float = cal.DEFAULT_DISTANCE_MM
     calibration_method: str = "auto"
     max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
+    profile: str | None = None  # deployment profile TOML (edgegaze optimize pipeline); replaces models/precision
     calibration_attempts: int = 3
 
 
@@ -82,9 +83,13 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(models, precision, device):
+def _pipeline(models, precision, device, profile: str | None = None):
     from pipeline.runner import Pipeline
 
+    if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision
+        from pipeline import profile as profiles
+
+        return profiles.build_pipeline(profiles.load(profile), device, max_faces=1)
     return Pipeline.from_set(models, precision.upper(), device, max_faces=1)
 
 
@@ -195,7 +200,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         elif not _has_display():
             raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "
                                 f"needs a display (or use --calibrate-from with a recorded session)")
-    pipeline = _pipeline(o.models, o.precision, o.device)
+    pipeline = _pipeline(o.models, o.precision, o.device, o.profile)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
@@ -309,6 +314,7 @@ def add_mouse_arguments(p) -> None:
                    help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
     p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
     p.add_argument("--precision", default="FP32")
+    p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
     p.add_argument("--device", default="CPU")
     p.add_argument("--max-frames", type=int)
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
@@ -373,7 +379,7 @@ def options_from_args(a) -> MouseOptions:
         min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
         calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
         screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
-        max_calibration_error_deg=a.max_calibration_error)
+        max_calibration_error_deg=a.max_calibration_error, profile=a.profile)
 
 
 def mouse_command(a) -> int:

@@ -9,12 +9,17 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
 - Candidate models go from the most constrained to the most flexible (`CANDIDATES`): each screen
   axis from its own gaze angle (x from yaw, y from pitch), an affine map of the gaze angles, an
   affine map of gaze and head angles, and quadratic forms of both. A candidate is eligible only
-  when the targets can support it: fewer coefficients per axis than training targets, targets
-  spanning both screen axes for the cross-axis models, and for degree 2 at least three rows and
-  three columns of targets (a curvature needs three points along its axis).
+  when the targets can support it: no more coefficients per axis than training targets for a
+  linear map (fewer for a quadratic one), targets spanning both screen axes for the cross-axis
+  models, and for degree 2 at least three rows and three columns of targets (a curvature needs
+  three points along its axis).
 - `choose` scores every eligible candidate x ridge strength by leave-one-target-out on the
   calibration itself and keeps the simplest one within 5 % of the best; the axis-wise model is
-  always eligible, so a calibration always has an answer that cannot cross the screen.
+  always eligible, so a calibration always has an answer that cannot cross the screen. Three
+  targets are too few to compare models that way (each fit would see two); there the affine map
+  of the gaze angles, which three targets determine exactly, is used when they form a proper
+  triangle both on the screen and in gaze angles (in simulated sessions it beat the axis-wise map
+  on unseen points), else the axis-wise one.
 - Predictions are clipped to the screen, and an axis along which the targets do not spread (all
   on one row, say) is predicted as the targets' mean on that axis instead of extrapolated.
 
@@ -162,7 +167,7 @@ def eligible(points: np.ndarray) -> list[Candidate]:
         return out
     curved = min(_levels(points[:, 0]), _levels(points[:, 1])) >= MIN_LEVELS_QUADRATIC
     for c in CANDIDATES[1:]:
-        if c.terms() < n_train and (c.degree < 2 or curved):
+        if c.terms() <= n_train if c.degree < 2 else (c.terms() < n_train and curved):
             out.append(c)
     return out
 
@@ -177,10 +182,22 @@ def loto_error(cand: Candidate, alpha: float, feats: np.ndarray, points: np.ndar
     return float(np.mean(errs))
 
 
+def _triangle(feats: np.ndarray, points: np.ndarray) -> bool:
+    """Three targets that pin down an affine map: spread in 2-D on screen and in gaze angles."""
+    g = feats[:, :2] - feats[:, :2].mean(0)
+    s = np.linalg.svd(g / np.maximum(g.std(0), 1e-9), compute_uv=False)
+    return not _collinear(points) and not _flat_axes(points).any() and bool(s[1] > MIN_SPREAD * s[0])
+
+
 def choose(feats, points, bounds=None) -> tuple[GazeModel, dict]:
     """Fit the model these targets support best (module docstring); returns it and the record of
     the choice: every candidate's leave-one-target-out error in px."""
     feats, points = np.asarray(feats, np.float64), np.asarray(points, np.float64)
+    if len(points) == 3:
+        name = "affine-gaze" if _triangle(feats, points) else "axis-gaze"
+        model = GazeModel(name, ALPHAS[0], bounds).fit(feats, points)
+        return model, {"model": name, "alpha": ALPHAS[0], "targets": 3, "selection_error_px": None,
+                       "candidates": {}, "why": "3 targets: too few to compare models"}
     scores = {}
     for cand in eligible(points):
         for alpha in ALPHAS:

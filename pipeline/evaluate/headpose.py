@@ -1,7 +1,9 @@
 """Head-pose accuracy on AFLW2000-3D: MAE of yaw, pitch, roll (degrees) per model set x precision.
 
 Protocol: the usual AFLW2000 one (samples with any |angle| > 99 deg excluded), labels mapped to
-the edgegaze convention in datasets.AFLW_SIGNS. The whole pipeline runs on the full image (no
+the edgegaze convention by rebuilding their rotation and decomposing it in edgegaze's order
+(datasets.aflw_to_edgegaze). Per axis: MAE and the signed mean error (bias: a constant offset
+such as a tilted reference face shows there, not as scatter). The whole pipeline runs on the full image (no
 ground-truth crop), so the detector's misses are part of the result: they are counted in
 `not_found` and left out of the MAE. When several faces are found, the one overlapping the labeled
 face (the extent of its 68 landmarks) most is scored; without landmarks, the one nearest the image
@@ -38,11 +40,13 @@ def run_pipeline(pipeline, ds: datasets.Dataset, flip: bool = False) -> list[dic
         pipeline.reset()
         faces = [f for f in pipeline.process(image).faces if f.head_pose is not None]
         k = pick_face(faces, s, image.shape)
-        rec = {"image": s.image.name, "true": [s.yaw, s.pitch, s.roll], "pred": None, "error": None}
+        rec = {"image": s.image.name, "true": [s.yaw, s.pitch, s.roll], "pred": None, "error": None,
+               "signed_error": None}
         if k is not None:
             hp = faces[k].head_pose
             rec["pred"] = [hp.yaw, hp.pitch, hp.roll]
-            rec["error"] = metrics.angle_error(rec["pred"], rec["true"]).tolist()
+            rec["signed_error"] = metrics.angle_difference(rec["pred"], rec["true"]).tolist()
+            rec["error"] = np.abs(rec["signed_error"]).tolist()
         out.append(rec)
     return out
 
@@ -51,8 +55,11 @@ def summarise(samples: list[dict]) -> dict:
     found = [s for s in samples if s["error"] is not None]
     err = np.array([s["error"] for s in found]).reshape(-1, 3)
     mae = err.mean(0) if len(err) else np.full(3, np.nan)
+    signed = np.array([s["signed_error"] for s in found]).reshape(-1, 3)
+    bias = signed.mean(0) if len(signed) else np.full(3, np.nan)
     row = {"samples": len(samples), "found": len(found), "not_found": len(samples) - len(found),
-           "mae_yaw": mae[0], "mae_pitch": mae[1], "mae_roll": mae[2], "mae": float(np.mean(mae))}
+           "mae_yaw": mae[0], "mae_pitch": mae[1], "mae_roll": mae[2], "mae": float(np.mean(mae)),
+           "bias_yaw": bias[0], "bias_pitch": bias[1], "bias_roll": bias[2]}
     true_yaw = np.abs([s["true"][0] for s in found])
     row["mae_by_yaw_bin"] = {}
     for lo, hi in zip(YAW_BINS[:-1], YAW_BINS[1:]):
@@ -64,7 +71,8 @@ def summarise(samples: list[dict]) -> dict:
 
 COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("samples", "samples", "d"),
            ("not_found", "not found", "d"), ("mae_yaw", "yaw MAE", ".2f"), ("mae_pitch", "pitch MAE", ".2f"),
-           ("mae_roll", "roll MAE", ".2f"), ("mae", "mean MAE", ".2f"), ("stages", "stages", "")]
+           ("mae_roll", "roll MAE", ".2f"), ("mae", "mean MAE", ".2f"), ("bias_yaw", "yaw bias", "+.1f"),
+           ("bias_pitch", "pitch bias", "+.1f"), ("bias_roll", "roll bias", "+.1f"), ("stages", "stages", "")]
 
 
 def evaluate(path, dataset: str = "aflw2000", models="mediapipe", precisions="FP32", out=None,
@@ -90,7 +98,8 @@ def evaluate(path, dataset: str = "aflw2000", models="mediapipe", precisions="FP
     report = common.rounded({
         "evaluation": "headpose", "dataset": dataset, "path": str(path), "mirrored": flip,
         "convention": "degrees; yaw > 0 face turned toward image right, pitch > 0 head down, roll > 0 "
-                      "clockwise in the image (OMZ head-pose-estimation-adas-0001); AFLW yaw and pitch negated",
+                      "clockwise in the image (OMZ head-pose-estimation-adas-0001), R = Rz(roll) Ry(-yaw) Rx(pitch); "
+                      "AFLW labels: R = Rx(-pitch) Ry(yaw) Rz(roll) decomposed in that order; bias = mean(pred - true)",
         "excluded": [f"{n}: {why}" for n, why in ds.excluded], "skipped": [f"{n}: {why}" for n, why in ds.skipped],
         "rows": rows, "samples": details})
     if out:

@@ -25,10 +25,14 @@ def best_match(boxes: np.ndarray, target: np.ndarray, min_iou: float) -> int | N
     return k if ious[k] >= min_iou else None
 
 
+def angle_difference(pred, true) -> np.ndarray:
+    """pred - true in degrees, wrapped to [-180, 180)."""
+    return (np.asarray(pred, np.float64) - np.asarray(true, np.float64) + 180.0) % 360.0 - 180.0
+
+
 def angle_error(pred, true) -> np.ndarray:
     """|pred - true| in degrees, wrapped to [0, 180]."""
-    d = (np.asarray(pred, np.float64) - np.asarray(true, np.float64) + 180.0) % 360.0 - 180.0
-    return np.abs(d)
+    return np.abs(angle_difference(pred, true))
 
 
 def nme(pred: np.ndarray, true: np.ndarray, norm: float) -> float:

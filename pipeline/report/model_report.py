@@ -49,9 +49,14 @@ DEFINITIONS = {
 
 # ---- inputs and checks ----------------------------------------------------------------------
 
-def check_out_dir(out: str | Path) -> Path:
-    """Fail before any work if --out cannot be written."""
+def check_out_dir(out: str | Path, create: bool = True) -> Path:
+    """Fail before any work if --out cannot be written; create=False checks without making it."""
     out = Path(out).expanduser()
+    if not create:
+        first = next(p for p in (out, *out.parents) if p.exists())
+        if not (first.is_dir() and os.access(first, os.W_OK)):
+            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
+        return out
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=out)
@@ -68,6 +73,19 @@ def read_frames(path: str | Path, n: int) -> list:
     if not frames:
         raise EdgegazeError(f"cannot read any frame from {path}; pass a video, an image or an image folder with --input")
     return frames * n if len(frames) == 1 else frames
+
+
+def profile_plan(profile: dict) -> tuple[list[tuple[str, str, str]], list[dict], list[str]]:
+    """plan() for a deployment profile: each stage's model at the precision the profile gives it."""
+    items, notes = [], []
+    for stage, impl in profile["stages"].items():
+        model_id, _, precision = impl.partition("@")
+        if model_id in zoo.models():
+            runtime.ir_file(model_id, precision or "FP32")  # raises with the command that makes it
+            items.append((stage, model_id, precision or "FP32"))
+        elif model_id != "none":
+            notes.append(f"{stage}: computed by '{model_id}', no model to measure")
+    return items, [], notes
 
 
 def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, str]], list[dict], list[str]]:
@@ -173,12 +191,16 @@ def totals(rows: list[dict]) -> list[dict]:
 def build_report(input_path: str | Path, out: str | Path, models_set: str = "mediapipe",
                  precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
                  cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
-                 progress: bool = True) -> dict:
-    """Measure and write report.json, report.md and the plots into `out`; returns the report dict."""
+                 progress: bool = True, profile: dict | None = None) -> dict:
+    """Measure and write report.json, report.md and the plots into `out`; returns the report dict.
+    With a deployment profile, its stage models at their own precisions and its pipeline are measured."""
     if frames < 1:
         raise EdgegazeError("--frames must be at least 1")
+    check_out_dir(out, create=False)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
-    items, skipped, notes = plan(models_set, precisions)
+    items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
+    if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
+        precisions = list(dict.fromkeys(precision for _, _, precision in items))
     images = read_frames(input_path, frames)  # before --out is made: a bad input leaves no empty folder
     out = check_out_dir(out)
     iterations = max(len(images), min_iterations)
@@ -194,7 +216,8 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         bar.set_postfix_str(f"{model_id} {precision}")
         rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
 
-    pipeline_section, pipeline_notes = in_pipeline.measure_all(models_set, precisions, images, cpu_tdp_w, rapl_root, idle_w)
+    pipeline_section, pipeline_notes = in_pipeline.measure_all(models_set, ["profile"] if profile else precisions, images, cpu_tdp_w, rapl_root, idle_w,
+                                                                profile=profile)
     notes += pipeline_notes
 
     report = {

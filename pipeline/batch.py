@@ -1,0 +1,100 @@
+"""`edgegaze batch`: a deployment profile over many videos, one Ray task per video.
+
+Each video's JSON Lines are what `edgegaze run --profile P --json` writes for it (the same
+run_to_outputs), first into a temp file renamed into place when the video is complete, so a
+file present under OUT is finished: a rerun skips it. A failing video is retried (Ray's
+max_retries), then reported in summary.json and on the console; the others go on.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+from pathlib import Path
+
+from pipeline.errors import EdgegazeError
+from pipeline.paths import atomic_write
+
+VIDEO_EXTS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
+MAX_RETRIES = 2
+
+
+def list_videos(spec: str) -> list[Path]:
+    """A folder's video files, or a glob's matches, sorted."""
+    path = Path(spec).expanduser()
+    found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTS] if path.is_dir() else \
+        [Path(p) for p in sorted(glob.glob(str(path)))]
+    found = [p for p in found if p.is_file()]
+    if not found:
+        raise EdgegazeError(f"--input {spec}: no videos found (give a folder of {', '.join(sorted(VIDEO_EXTS))} files or a glob)")
+    return found
+
+
+def output_names(videos: list[Path]) -> dict[Path, str]:
+    """<stem>.jsonl, with the parent folder's name prefixed where stems repeat."""
+    stems = [v.stem for v in videos]
+    return {v: (f"{v.parent.name}__{v.stem}" if stems.count(v.stem) > 1 else v.stem) + ".jsonl" for v in videos}
+
+
+def process_video(video: str, profile: dict, dest: str, max_frames: int | None) -> dict:
+    """One video (inside a Ray task): the profile's pipeline, JSON Lines written atomically."""
+    from pipeline import profile as profiles
+    from pipeline.outputs import run_to_outputs
+    from pipeline.sources import open_source
+
+    source = open_source(video, max_frames=max_frames)
+    pipeline = profiles.build_pipeline(profile)
+    tmp = Path(dest).with_name(f".{Path(dest).name}.part")
+    s = run_to_outputs(pipeline, source, str(tmp), progress=False)
+    if s.interrupted:
+        raise EdgegazeError(f"{video}: interrupted")
+    os.replace(tmp, dest)
+    return {"frames": s.frames, "frames_with_face": s.frames_with_face, "seconds": round(s.seconds, 3)}
+
+
+def _collect(ray, pending: dict, rows: dict, log) -> None:
+    """Wait for one task and record its outcome (a task that exhausted its retries is 'failed')."""
+    done, _ = ray.wait(list(pending), num_returns=1)
+    video = pending.pop(done[0])
+    try:
+        rows[video].update(status="done", **ray.get(done[0]))
+        log(f"  done {video}")
+    except Exception as e:  # a RayTaskError: the worker's own exception is its .cause
+        cause = getattr(e, "cause", None) or e
+        rows[video].update(status="failed", error=f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1][:300]}")
+        log(f"  FAILED {video}: {rows[video]['error']}")
+
+
+def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, address: str | None = None,
+              max_frames: int | None = None, log=print) -> dict:
+    """Process every video not finished yet, at most `workers` at once; write summary.json."""
+    from pipeline import cluster
+    from pipeline import profile as profiles
+
+    if workers < 1:
+        raise EdgegazeError("--workers must be at least 1")
+    profile = profiles.load(profile_path)
+    videos, out = list_videos(input_spec), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = output_names(videos)
+    rows = {str(v): {"video": str(v), "output": names[v], "status": "skipped"} for v in videos}
+    todo = [v for v in videos if not (out / names[v]).exists()]
+    ray = cluster.init(address, num_cpus=workers)
+    task = ray.remote(process_video).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=True)
+    t0, pending = time.perf_counter(), {}
+    for v in todo:
+        if len(pending) >= workers:
+            _collect(ray, pending, rows, log)
+        pending[task.remote(str(v), profile, str(out / names[v]), max_frames)] = str(v)
+    while pending:
+        _collect(ray, pending, rows, log)
+    seconds = time.perf_counter() - t0
+    frames = sum(r.get("frames", 0) for r in rows.values() if r["status"] == "done")
+    summary = {"profile": str(profile_path), "workers": workers, "max_retries": MAX_RETRIES, "seconds": round(seconds, 2),
+               "frames": frames, "frames_per_s": round(frames / seconds, 2) if seconds and frames else 0.0,
+               **{k: sum(r["status"] == k for r in rows.values()) for k in ("done", "skipped", "failed")},
+               "videos": list(rows.values())}
+    atomic_write(out / "summary.json", json.dumps(summary, indent=1))
+    return summary

@@ -1,0 +1,62 @@
+"""Ray, the engine of `optimize pipeline` and `batch`: imported lazily, started locally or joined.
+
+Timing stays honest through one custom resource: every node that may time candidates offers
+`timing_slot: 1`, and a timing task asks for it, so two timed candidates never share a node's
+cores. A local Ray gets the slot automatically; on a cluster start each node with
+`ray start ... --resources '{"timing_slot": 1}'`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pipeline.errors import EdgegazeError
+
+TIMING_SLOT = "timing_slot"
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise EdgegazeError('this command runs on Ray, which is not installed: pip install -e ".[ray]"') from None
+    return ray
+
+
+def init(address: str | None = None, num_cpus: int | None = None):
+    """Join `address` or start a local Ray (once per process; an already started one is reused)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return ray
+    # workers import pipeline/ from wherever the driver does, and find the same models
+    env = {k: os.environ[k] for k in ("EDGEGAZE_HOME", "EDGEGAZE_ZOO", "PYTHONPATH") if k in os.environ}
+    kw = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env} if env else None)
+    try:
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count(), resources={TIMING_SLOT: 1}, **kw)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise EdgegazeError(f"cannot start or join Ray{f' at {address}' if address else ''}: {e}") from None
+    return ray
+
+
+def timing_node() -> str:
+    """The node whose timing slot every compared candidate uses: the driver's own when it has one."""
+    ray = require_ray()
+    here = ray.get_runtime_context().get_node_id()
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(TIMING_SLOT)]
+    if not nodes:
+        raise EdgegazeError(f"no Ray node offers the '{TIMING_SLOT}' resource; start nodes with "
+                            f"--resources '{{\"{TIMING_SLOT}\": 1}}'")
+    ids = [n["NodeID"] for n in nodes]
+    return here if here in ids else ids[0]
+
+
+def on_timing_slot(fn, node_id: str):
+    """`fn` as a Ray task that holds the timing slot of `node_id` (so it runs alone there)."""
+    ray = require_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return ray.remote(fn).options(num_cpus=1, resources={TIMING_SLOT: 1}, max_retries=1,
+                                  scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))

@@ -1,0 +1,122 @@
+"""The search's outputs: the chosen candidate, the Pareto front, and the files (profile.toml,
+pareto.json, pareto.md, pareto.png)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import profile as profiles
+from pipeline.paths import atomic_write
+
+DROP_UNITS = {"head_pose_deg": "deg MAE up", "faces_found": "pp of frames", "gaze_deg": "deg vs reference"}
+
+
+def _cost(r: dict, metric: str) -> tuple:
+    return (r[metric],) + tuple(max(v, 0.0) for v in r["drops"].values())
+
+
+def mark_front(rows: list[dict], metric: str) -> None:
+    """pareto = no other candidate is at least as fast and as accurate on every metric, and better on one."""
+    ok = [r for r in rows if "drops" in r]
+    for r in ok:
+        a = _cost(r, metric)
+        r["pareto"] = not any(all(x <= y for x, y in zip(_cost(o, metric), a)) and _cost(o, metric) != a for o in ok)
+
+
+def choose(result: dict) -> tuple[dict | None, dict | None]:
+    """(the fastest feasible candidate, the fastest feasible hand-picked one)."""
+    metric, rows = result["metric"], [r for r in result["rows"] if r.get("feasible")]
+    best = min(rows, key=lambda r: r[metric], default=None)
+    hand = min((r for r in rows if r["candidate"].get("hand_picked")), key=lambda r: r[metric], default=None)
+    return best, hand
+
+
+def _public(r: dict) -> dict:
+    """A row for JSON: no per-frame lists, no infinities (a candidate without gaze has gaze_deg inf)."""
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        return None if isinstance(v, float) and not np.isfinite(v) else round(v, 3) if isinstance(v, float) else v
+    return {k: clean(v) for k, v in r.items() if k not in ("faces", "gaze")}
+
+
+def _markdown(result: dict, best, hand) -> str:
+    m = result["metric"]
+    lines = [f"# Pipeline search ({result['space']} space, {len(result['rows'])} candidates, {result['seconds']} s)", "",
+             f"Budget: {m} <= {result['budget'][m]}, max drop {result['budget']['max_drop'] or 'none'}. "
+             f"Speed per frame on {', '.join(Path(v).name for v in result['videos'])} (up to {result['max_frames']} frames "
+             "each, decode excluded, one candidate at a time); accuracy vs the mediapipe FP32 reference "
+             f"({', '.join(Path(d).name for d in result['datasets']) or 'videos only'}).", ""]
+    if best:
+        lines.append(f"**Chosen:** `{best['candidate']['name']}`: {best['cpu_ms']:.2f} CPU ms, {best['wall_ms']:.2f} ms per frame.")
+    if best and hand:
+        lines.append(f"Best hand-picked within budget: `{hand['candidate']['name']}` {hand['cpu_ms']:.2f} CPU ms "
+                     f"({hand['cpu_ms'] / best['cpu_ms']:.2f}x the chosen one's CPU per frame).")
+    if result["missing_int8"]:
+        lines.append(f"No INT8 form on disk (searched without it): {', '.join(result['missing_int8'])}.")
+    lines += ["", "| candidate | CPU ms | wall ms | head pose +deg | faces -pp | gaze deg | feasible | Pareto |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(result["rows"], key=lambda r: r.get(m, float("inf"))):
+        if "error" in r:
+            lines.append(f"| `{r['candidate']['name']}` | failed: {r['error']} | | | | | | |")
+            continue
+        d = r["drops"]
+        lines.append(f"| `{r['candidate']['name']}`{' (chosen)' if r is best else ''} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | "
+                     f"{d.get('head_pose_deg', float('nan')):.2f} | {d['faces_found']:.1f} | {d['gaze_deg']:.2f} | "
+                     f"{'yes' if r['feasible'] else 'no'} | {'yes' if r['pareto'] else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(result: dict, best, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m, rows = result["metric"], [r for r in result["rows"] if "drops" in r]
+    keys = [k for k in ("head_pose_deg", "gaze_deg", "faces_found") if any(k in r["drops"] for r in rows)]
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for r in rows:
+            style = dict(marker="*", s=220, c="red", zorder=3) if r is best else \
+                dict(marker="s" if r["candidate"].get("hand_picked") else "o", s=30,
+                     c="tab:green" if r["feasible"] else "tab:gray", alpha=0.8)
+            ax.scatter(r[m], r["drops"].get(key, float("nan")), **style)
+        limit = result["budget"]["max_drop"].get(key)
+        if limit is not None:
+            ax.axhline(limit, ls="--", c="k", lw=0.8)
+        if result["budget"][m] <= 1.5 * max(r[m] for r in rows):  # a loose budget would squash the points
+            ax.axvline(result["budget"][m], ls=":", c="k", lw=0.8)
+        ax.set(xlabel=f"{m.replace('_', ' ')} per frame (measured)", ylabel=f"{key} ({DROP_UNITS[key]})")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_title("star: chosen; squares: hand-picked; green: within budget; dashed: max drop", fontsize=9)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
+    plt.close(fig)
+
+
+def write(result: dict, out: str | Path) -> dict:
+    """Write pareto.json/.md/.png and, when a candidate fits the budget, profile.toml."""
+    out = Path(out)
+    mark_front(result["rows"], result["metric"])
+    best, hand = choose(result)
+    summary = {**{k: v for k, v in result.items() if k != "rows"}, "rows": [_public(r) for r in result["rows"]],
+               "chosen": best["candidate"]["name"] if best else None,
+               "best_hand_picked": hand["candidate"]["name"] if hand else None,
+               "cpu_speedup_vs_hand_picked": round(hand["cpu_ms"] / best["cpu_ms"], 3) if best and hand else None}
+    atomic_write(out / "pareto.json", json.dumps(summary, indent=1))
+    atomic_write(out / "pareto.md", _markdown(result, best, hand))
+    _plot(result, best, out / "pareto.png")
+    if best:
+        measured = {"cpu_ms_per_frame": best["cpu_ms"], "wall_ms_per_frame": best["wall_ms"], "frames": best["frames"],
+                    **{f"drop_{k}": v for k, v in best["drops"].items()}}
+        if "head_pose_mae" in best:
+            measured["head_pose_mae_deg"] = best["head_pose_mae"]
+        source = {"videos": result["videos"], "datasets": result["datasets"], "max_frames": result["max_frames"] or 0}
+        budget = {result["metric"]: result["budget"][result["metric"]],
+                  **{f"max_drop_{k}": v for k, v in result["budget"]["max_drop"].items()}}
+        profiles.write(out / "profile.toml", profiles.make(best["candidate"], measured, budget, source))
+    return summary

@@ -1,0 +1,109 @@
+"""Deployment profiles: the pipeline configuration `edgegaze optimize pipeline` chose, as TOML.
+
+A profile holds the stage implementations with their precisions (`ID@PRECISION`, as `edgegaze run
+--face ...` takes them), the runtime settings (tracking, redetect interval, async, threads), the
+figures measured for it, and where they were measured (CPU model, OpenVINO version). `edgegaze
+run|mouse|report|batch --profile FILE` build their pipeline from it; a profile measured on
+another CPU still works but its figures do not hold there, so loading it warns in one line.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+from pipeline.errors import EdgegazeError
+from pipeline.paths import atomic_write
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+VERSION = 1
+KINDS = ("face", "landmarks", "head_pose", "gaze", "eye_state")
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux /proc/cpuinfo), else what the platform module says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    import os
+
+    import openvino
+
+    return {"cpu": cpu_model(), "logical_cores": os.cpu_count() or 0, "openvino": openvino.get_version()}
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(round(v, 4) if isinstance(v, float) else v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dumps(profile: dict) -> str:
+    """TOML for a dict of scalars and one level of tables (all a profile holds); None is left out."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in profile.items() if not isinstance(v, dict) and v is not None]
+    for name, table in profile.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{name}]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def make(candidate: dict, measured: dict, budget: dict, source: dict) -> dict:
+    """The profile of a search's chosen candidate (see optimize/search.py for the candidate dict)."""
+    return {"version": VERSION, "name": candidate["name"],
+            "stages": {k: candidate["stages"].get(k, "none") for k in KINDS},
+            "runtime": {k: candidate[k] for k in ("tracking", "redetect_every", "async_mode", "threads") if k in candidate},
+            "measured": measured, "budget": budget, "machine": machine(), "source": source}
+
+
+def write(path: str | Path, profile: dict) -> Path:
+    return atomic_write(path, dumps(profile))
+
+
+def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> dict:
+    """Read and check a profile; warn (one line) when it was measured on another CPU."""
+    path = Path(path)
+    if not path.is_file():
+        raise EdgegazeError(f"profile {path} not found; make one with `edgegaze optimize pipeline --out DIR`")
+    try:
+        profile = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise EdgegazeError(f"profile {path} is not valid TOML ({e}); remake it with `edgegaze optimize pipeline`") from None
+    if profile.get("version") != VERSION or not isinstance(profile.get("stages"), dict) or "face" not in profile["stages"]:
+        raise EdgegazeError(f"profile {path} is not an edgegaze deployment profile version {VERSION} (needs [stages] face = ...)")
+    made_on = profile.get("machine", {}).get("cpu")
+    if made_on and made_on != cpu_model():
+        warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
+             "its figures may not hold here")
+    return profile
+
+
+def pipeline_kwargs(profile: dict) -> dict:
+    """Keyword arguments of Pipeline.from_set for this profile (stages carry their own precision)."""
+    runtime = profile.get("runtime", {})
+    kw = {k: v for k, v in profile["stages"].items() if k in KINDS}
+    kw.update(tracking=bool(runtime.get("tracking", True)), redetect_every=int(runtime.get("redetect_every", 30)),
+              async_mode=bool(runtime.get("async_mode", False)), threads=runtime.get("threads") or None)
+    return kw
+
+
+def build_pipeline(profile: dict, device: str = "CPU", **kw):
+    from pipeline.runner import Pipeline
+
+    return Pipeline.from_set("mediapipe", "FP32", device, **{**pipeline_kwargs(profile), **kw})

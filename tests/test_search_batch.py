@@ -1,0 +1,151 @@
+"""`edgegaze optimize pipeline` and `edgegaze batch` on a real local Ray (2 CPUs), real models and
+shared videos; a small search space and few frames keep it to about a minute."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from pipeline import profile as profiles
+from pipeline.cli import main
+from pipeline.optimize import search
+from tests.conftest import shared_path
+
+VIDEO = "video/webcam_640x480.mp4"
+OTHER = "video/stock_single_face_720p.mp4"
+
+
+def _ray():
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail('ray is not installed: pip install -e ".[ray]"')
+        pytest.skip('ray is not installed: pip install -e ".[ray]"')
+
+
+@pytest.fixture(scope="module")
+def ray_session(zoo_ready):
+    """One local Ray for the module (starting one takes 5-10 s)."""
+    _ray()
+    import ray
+
+    from pipeline import cluster
+
+    cluster.init(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+def _frames(path) -> list[dict]:
+    """JSON Lines without timing fields (they differ run to run)."""
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if k != "ms"}
+        return [strip(x) for x in o] if isinstance(o, list) else o
+    return [strip(json.loads(line)) for line in open(path)]
+
+
+def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
+    video, aflw = shared_path(VIDEO), shared_path("labeled/aflw2000_dev")
+    out = tmp_path / "search"
+    rc = main(["optimize", "pipeline", "--input", str(video), "--eval", str(aflw), "--budget-cpu-ms", "10000",
+               "--max-drop", "head_pose_deg=5,faces_found=50,gaze_deg=20", "--max-candidates", "3",
+               "--max-frames", "8", "--out", str(out)])
+    assert rc == 0
+    report = json.loads((out / "pareto.json").read_text())
+    rows = report["rows"]
+    assert len(rows) == 6 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
+    ref = rows[0]
+    assert ref["candidate"]["name"] == search.reference()["name"]
+    assert ref["drops"] == {"head_pose_deg": 0.0, "faces_found": 0.0, "gaze_deg": 0.0}
+    assert 0 < ref["head_pose_mae"] < 30  # real head-pose MAE on AFLW2000 dev
+    assert sum(r["candidate"]["name"].endswith(" t1") for r in rows) >= 1  # phase 2 varied the runtime
+    fp16 = [r for r in rows if "@FP16" in r["candidate"]["name"]]
+    assert fp16 and all(r["drops"]["gaze_deg"] < 5 for r in fp16)  # FP16 stays near FP32
+    assert report["chosen"] in {r["candidate"]["name"] for r in rows if r["feasible"]}
+    assert (out / "pareto.png").read_bytes()[:4] == b"\x89PNG" and "(chosen)" in (out / "pareto.md").read_text()
+
+    profile = profiles.load(out / "profile.toml")
+    assert profile["name"] == report["chosen"] and profile["machine"]["openvino"]
+    assert profile["measured"]["cpu_ms_per_frame"] > 0
+    jsonl = tmp_path / "run.jsonl"
+    assert main(["run", "--input", str(video), "--profile", str(out / "profile.toml"), "--json", str(jsonl),
+                 "--max-frames", "8"]) == 0
+    frames = _frames(jsonl)
+    assert len(frames) == 8 and sum(bool(f["faces"]) for f in frames) >= 6
+    assert all(f["faces"][0]["gaze"] is not None for f in frames if f["faces"])
+
+
+def _reference_profile(path):
+    c = search.reference()
+    return profiles.write(path, profiles.make(c, {"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
+
+
+def test_profile_from_another_cpu_warns_one_line(tmp_path, capsys):
+    path = _reference_profile(tmp_path / "p.toml")
+    text = path.read_text()
+    path.write_text(text.replace(f'cpu = "{profiles.cpu_model()}"', 'cpu = "Some Other CPU 9000"'))
+    profiles.load(path)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Some Other CPU 9000" in err[0]
+    (tmp_path / "bad.toml").write_text("version = 1\n")
+    assert main(["run", "--input", str(shared_path(VIDEO)), "--profile", str(tmp_path / "bad.toml")]) == 2
+
+
+def test_batch_equals_run_reports_failures_and_skips_finished(ray_session, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for rel in (VIDEO, OTHER):
+        os.symlink(shared_path(rel), videos / shared_path(rel).name)
+    (videos / "corrupt.mp4").write_bytes(shared_path(VIDEO).read_bytes()[:4000])  # a truncated file
+    prof, out = _reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
+    args = ["batch", "--input", str(videos), "--profile", str(prof), "--out", str(out), "--workers", "2",
+            "--max-frames", "6"]
+    assert main(args) == 1  # one video failed
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["done"], summary["failed"], summary["skipped"]) == (2, 1, 0)
+    failed = [v for v in summary["videos"] if v["status"] == "failed"]
+    assert failed[0]["video"].endswith("corrupt.mp4") and "cannot decode" in failed[0]["error"]
+    assert not (out / "corrupt.jsonl").exists()
+    for rel in (VIDEO, OTHER):
+        name = shared_path(rel).stem + ".jsonl"
+        single = tmp_path / f"run_{name}"
+        assert main(["run", "--input", str(videos / shared_path(rel).name), "--profile", str(prof),
+                     "--json", str(single), "--max-frames", "6"]) == 0
+        assert _frames(out / name) == _frames(single) and len(_frames(single)) == 6
+    mtimes = {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")}
+    assert main(args) == 1
+    again = json.loads((out / "summary.json").read_text())
+    assert (again["done"], again["failed"], again["skipped"]) == (0, 1, 2)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")} == mtimes
+
+
+def test_bad_options_and_missing_ray_are_one_line_errors(tmp_path, capsys, monkeypatch):
+    video = str(shared_path(VIDEO))
+    assert main(["optimize", "pipeline", "--input", video, "--budget-ms", "50", "--max-drop", "speed=1",
+                 "--out", str(tmp_path)]) == 2
+    assert main(["optimize", "pipeline", "--input", video, "--out", str(tmp_path)]) == 2  # no budget
+    (tmp_path / "empty").mkdir()
+    prof = _reference_profile(tmp_path / "p.toml")
+    assert main(["batch", "--input", str(tmp_path / "empty"), "--profile", str(prof), "--out", str(tmp_path / "o")]) == 2
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    capsys.readouterr()
+    assert main(["batch", "--input", video, "--profile", str(prof), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'pip install -e ".[ray]"' in err[0]
+
+
+def test_mouse_and_report_take_a_profile(zoo_ready, tmp_path, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    prof, video, record = _reference_profile(tmp_path / "p.toml"), str(shared_path(VIDEO)), tmp_path / "m.csv"
+    assert main(["mouse", "--input", video, "--dry-run", "--max-frames", "5", "--profile", str(prof),
+                 "--screen-size", "1920x1080", "--pause-key", "", "--record", str(record)]) == 0
+    assert len(record.read_text().strip().splitlines()) >= 5  # header + a row per frame
+    assert main(["report", "--input", video, "--profile", str(prof), "--frames", "3", "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {m["model_id"] for m in report["models"]} == {"face-detection-short-range", "face-landmark", "iris-landmark"}
+    assert report["pipeline"]["runs"][0]["precision"] == "profile" and report["pipeline"]["runs"][0]["frames"] == 3
