@@ -72,6 +72,11 @@ def _convert(args) -> int:
     from pipeline import convert, zoo
 
     precisions = [p.strip().upper() for p in args.precision.split(",") if p.strip()]
+    convertible = sorted({p for spec in zoo.select("all") for p in spec.precisions})
+    for precision in precisions:
+        if precision not in convertible:
+            raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "
+                                "(INT8 and pruned forms come from `edgegaze optimize`)")
     for spec in zoo.select(args.set, args.model):
         for precision in precisions:
             if precision in spec.precisions:
@@ -173,8 +178,10 @@ def _add_search_batch(sub, optimize) -> None:
 
 
 def _report(args) -> int:
+    from pipeline import runtime
     from pipeline.report.model_report import build_report
 
+    runtime.check_precision(args.precision)
     build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
                  frames=args.frames, cpu_tdp_w=args.cpu_tdp, **_report_profile(args))
     print(f"wrote report.json, report.md and plots to {args.out}")
@@ -210,6 +217,9 @@ def _optimize_prune(args) -> int:
 def _eval(args) -> int:
     from importlib import import_module
 
+    from pipeline import runtime
+
+    runtime.check_precision(args.precision)
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze")}}
     if args.kind == "gaze-session":
@@ -320,7 +330,7 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     add_mouse_arguments(p)
     p.set_defaults(func=_mouse)
 
-    optimize = sub.add_parser("optimize", help="make faster models: NNCF INT8 quantization and pruning").add_subparsers(dest="action", required=True)
+    optimize = sub.add_parser("optimize", help="make it faster: NNCF INT8 quantization, pruning, and a search for the fastest pipeline configuration").add_subparsers(dest="action", required=True)
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
