@@ -50,9 +50,14 @@ def _first_line(e: Exception) -> str:
 BASE_PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 
 
+@lru_cache(maxsize=1)
+def available_devices() -> tuple[str, ...]:
+    return tuple(core().available_devices)  # asks every plugin: ~15 ms, so once per process
+
+
 def check_device(device: str) -> None:
     """The device, or each device of AUTO:/MULTI:/HETERO:, must be one this OpenVINO finds."""
-    have = core().available_devices
+    have = available_devices()
     name, _, rest = device.upper().partition(":")
     wanted = [d for d in rest.split(",") if d] if name in ("AUTO", "MULTI", "HETERO") else [device.upper()]
     for d in wanted:
