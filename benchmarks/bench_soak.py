@@ -2,8 +2,9 @@
 (RSS) and per-frame latency over time, to show that long runs stay flat.
 
 Per set: FRAMES frames through `Pipeline.step` (tracking on, as `edgegaze run`), the video decoded
-as it goes and reopened at its end. Latency is the pipeline alone (decode excluded); RSS is read
-from /proc every SAMPLE frames. The first WARMUP share of frames is warm-up (compile caches,
+as it goes and reopened at its end. Latency is the pipeline alone (decode excluded), as wall time
+and as process CPU time (all threads; on a shared machine CPU time is what other load disturbs
+least); RSS is read from /proc every SAMPLE frames. The first WARMUP share of frames is warm-up (compile caches,
 allocator growth). Figures: RSS growth from the end of warm-up to the end, and p50/p99 latency
 per window of 1000 frames after warm-up (their spread says whether they drift).
 
@@ -49,14 +50,15 @@ def looped(video: str, frames: int):
 
 def soak(name: str, video: str, frames: int, sample: int) -> dict:
     pipe = Pipeline.from_set(**SETS[name])
-    latency, rss = np.zeros(frames), []
+    latency, cpu, rss = np.zeros(frames), np.zeros(frames), []
     for frame in looped(video, frames):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         pipe.step(frame)
         latency[frame.index] = (time.perf_counter() - t) * 1e3
+        cpu[frame.index] = (time.process_time() - c) * 1e3
         if frame.index % sample == 0 or frame.index == frames - 1:
             rss.append((frame.index, rss_mb()))
-    return {"latency_ms": latency, "rss": rss}
+    return {"latency_ms": latency, "cpu_ms": cpu, "rss": rss}
 
 
 def summarize(name: str, run: dict, warmup: float, window: int = 1000) -> dict:
@@ -66,6 +68,9 @@ def summarize(name: str, run: dict, warmup: float, window: int = 1000) -> dict:
     windows = [lat[i:i + window] for i in range(start, len(lat) - window // 2, window)]
     p50s = [float(np.percentile(w, 50)) for w in windows]
     p99s = [float(np.percentile(w, 99)) for w in windows]
+    cpu = run["cpu_ms"][start:]
+    cpu_windows = [cpu[i:i + window] for i in range(0, len(cpu) - window // 2, window)]
+    cpu_p99s = [float(np.percentile(w, 99)) for w in cpu_windows]
     return {"set": name, "frames": len(lat), "warmup_frames": start,
             "rss_after_warmup_mb": round(float(after[0, 1]), 1), "rss_end_mb": round(float(after[-1, 1]), 1),
             "rss_max_mb": round(float(after[:, 1].max()), 1),
@@ -73,7 +78,10 @@ def summarize(name: str, run: dict, warmup: float, window: int = 1000) -> dict:
             "p50_ms": round(float(np.percentile(lat[start:], 50)), 2),
             "p99_ms": round(float(np.percentile(lat[start:], 99)), 2),
             "window_p50_ms": [round(v, 2) for v in p50s], "window_p99_ms": [round(v, 2) for v in p99s],
-            "window_p99_spread": round(max(p99s) / min(p99s), 2) if p99s else None}
+            "window_p99_spread": round(max(p99s) / min(p99s), 2) if p99s else None,
+            "cpu_p50_ms": round(float(np.percentile(cpu, 50)), 2), "cpu_p99_ms": round(float(np.percentile(cpu, 99)), 2),
+            "window_cpu_p99_ms": [round(v, 2) for v in cpu_p99s],
+            "window_cpu_p99_spread": round(max(cpu_p99s) / min(cpu_p99s), 2) if cpu_p99s else None}
 
 
 def plot(runs: dict, out: Path, window: int = 100) -> None:
@@ -114,15 +122,16 @@ def main() -> None:
         rows.append(summarize(name, runs[name], args.warmup))
         print(f"{name}: {rows[-1]['frames']} frames, RSS {rows[-1]['rss_after_warmup_mb']} -> {rows[-1]['rss_end_mb']} MB "
               f"({rows[-1]['rss_growth_pct']:+.2f} %), p50 {rows[-1]['p50_ms']} ms, p99 {rows[-1]['p99_ms']} ms, "
-              f"p99 spread over windows {rows[-1]['window_p99_spread']}x", flush=True)
+              f"p99 spread over windows {rows[-1]['window_p99_spread']}x; CPU p50 {rows[-1]['cpu_p50_ms']} ms, "
+              f"p99 {rows[-1]['cpu_p99_ms']} ms, spread {rows[-1]['window_cpu_p99_spread']}x", flush=True)
     plot(runs, out)
     payload = {"machine": machine(), "video": args.video, "sets": {n: SETS[n] for n in runs}, "rows": rows,
                "rss_samples": {n: r["rss"] for n, r in runs.items()}}
     cols = ["set", "frames", "warmup_frames", "rss_after_warmup_mb", "rss_end_mb", "rss_growth_pct", "p50_ms", "p99_ms",
-            "window_p99_spread"]
+            "window_p99_spread", "cpu_p50_ms", "cpu_p99_ms", "window_cpu_p99_spread"]
     md = ["# Soak: RSS and latency over a long run", "", f"Video {Path(args.video).name} looped; latency is the "
           "pipeline alone (decode excluded); growth from the end of warm-up to the last frame; p99 spread = "
-          "largest / smallest p99 of 1000-frame windows after warm-up.", "", markdown_table(rows, cols), "",
+          "largest / smallest p99 of 1000-frame windows after warm-up; cpu = process CPU time per frame.", "", markdown_table(rows, cols), "",
           "![soak](soak.png)"]
     write_results(out, "soak", payload, "\n".join(md))
 
