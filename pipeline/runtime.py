@@ -96,26 +96,27 @@ def config(hint: str = "LATENCY", threads: int | None = None, streams: int | Non
 
 
 def ir_file(model_id: str, precision: str = "FP32") -> Path:
-    """Path of a converted IR, or a clear error naming the command that makes it."""
+    """Path of a converted IR, verified intact (see convert.ensure_intact), or a clear error naming
+    the command that makes it."""
     path = paths.ir_path(model_id, precision)
-    if not path.exists():
-        spec = zoo.get(model_id)
-        if precision == "INT8":
-            how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
-        elif precision == "FP16-INT8" and precision not in spec.precisions:  # Intel ships it for some OMZ models
-            flag = f"--{spec.stage.replace('_', '-')}"
-            how = (f"edgegaze optimize quantize --model {model_id} --calib VIDEO (Intel ships no FP16-INT8 of it); "
-                   f"in a run, {flag} {model_id}@INT8 uses that, {flag} none leaves the stage out")
-        elif precision not in spec.precisions:  # a pruned tag such as CH50 or PRUNED50
-            how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
-        else:
-            how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
-        raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")
-    return path
+    if path.exists():
+        from pipeline.convert import ensure_intact
+
+        return ensure_intact(model_id, precision, path)
+    spec = zoo.get(model_id)
+    if precision == "INT8":
+        how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
+    elif precision == "FP16-INT8" and precision not in spec.precisions:  # Intel ships it for some OMZ models
+        flag = f"--{spec.stage.replace('_', '-')}"
+        how = (f"edgegaze optimize quantize --model {model_id} --calib VIDEO (Intel ships no FP16-INT8 of it); "
+               f"in a run, {flag} {model_id}@INT8 uses that, {flag} none leaves the stage out")
+    elif precision not in spec.precisions:  # a pruned tag such as CH50 or PRUNED50
+        how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
+    else:
+        how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
+    raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")
 
 
 def load(model_id: str, precision: str = "FP32", device: str = "CPU", **kw) -> ov.CompiledModel:
     """Compile the converted IR of a zoo model, verified first (see compile_model for the keywords)."""
-    from pipeline.convert import ensure_intact
-
-    return compile_model(ensure_intact(model_id, precision, ir_file(model_id, precision)), device, **kw)
+    return compile_model(ir_file(model_id, precision), device, **kw)
