@@ -35,6 +35,7 @@ CASES = {
                          "--seconds", "0.02", "--out", "out"], "out"),
     "bench_int8.py": (["--model", "iris-landmark", "--seconds", "0.05", "--out", "out"], "out/bench_int8.json"),
     "bench_soak.py": (["--frames", "40", "--sample", "5", "--out", "out"], "out/soak.json"),
+    "bench_headpose.py": (["--step", "400", "--out", "out"], "out"),
 }
 
 
