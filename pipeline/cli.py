@@ -334,7 +334,7 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
-    p.add_argument("--subset", type=int, default=100, help="calibration frames (a third as many are held out for validation)")
+    p.add_argument("--subset", type=_int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
                    help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable; see pipeline/optimize/metrics.py)")
@@ -351,19 +351,19 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
-    p.add_argument("--steps", type=int, default=1600, help="distillation steps (batch 16) for recovery; "
+    p.add_argument("--steps", type=_int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
                    "the iris model takes 0.2-0.3 s a step on 2 cores")
     p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")
     p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
                    help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
-    p.add_argument("--frames", type=int, default=960, help="frames sampled from the calibration sources (the last quarter "
+    p.add_argument("--frames", type=_int_at_least(1), default=960, help="frames sampled from the calibration sources (the last quarter "
                    "of each is held out to measure recovery)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="structured: skip the least-squares refit before distillation")
     p.add_argument("--focus", type=float, default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
-    p.add_argument("--channel-block", type=int, default=16, help="structured: keep channel counts a multiple of this; "
+    p.add_argument("--channel-block", type=_int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
     _add_search_batch(sub, optimize)
