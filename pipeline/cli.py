@@ -238,7 +238,8 @@ def _add_eval(sub) -> None:
              "landmarks": ("landmark NME by inter-ocular distance", "dlib-xml", "ibug68: DIR of images + .pts; dlib-xml: imglab XML FILE"),
              "faces": ("face detection recall, precision, AP at IoU 0.5", "dlib-xml", "imglab XML FILE"),
              "gaze-session": ("on-screen gaze error of a recorded session, leave-one-target-out", None,
-                              "session DIR: video.mp4 (or session.json {video}), targets.csv, screen.json")}
+                              "session DIR: screen.json and targets.csv, frame,x_px,y_px with video.mp4 (or "
+                              "session.json {video}), or image,x_px,y_px for a folder of stills")}
     ev = sub.add_parser("eval", help="accuracy on labeled data").add_subparsers(dest="kind", required=True)
     for kind, (help_text, dataset, path_help) in kinds.items():
         p = ev.add_parser(kind, help=help_text)

@@ -251,3 +251,46 @@ def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
     report = gaze_session.evaluate(tmp_path, models="omz", precisions="FP32", video=video, log=lambda *_: None)
     row = report["rows"][0]
     assert row["distance_source"] == "face size" and 200 < row["distance_mm"] < 3000
+
+
+def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):
+    """A stills session end to end through the CLI: frames of a shared video saved as images, each
+    pair of neighbouring frames one target, the targets placed by an axis-wise map of the gaze the
+    same pipeline measures on them (so the truth is one the calibration can represent)."""
+    import cv2
+
+    from pipeline.cli import main
+    from pipeline.control.mapping import face_angles
+    from pipeline.runner import Pipeline
+    from pipeline.sources import open_source
+
+    starts = (30, 200, 380, 560, 740)  # five looks spread over the recording, two frames each
+    wanted = {i + d for i in starts for d in (0, 1)}
+    folder = tmp_path / "stills"
+    folder.mkdir()
+    pipe, angles = Pipeline.from_set("omz", "FP32", tracking=False), {}
+    for fr in open_source(shared_path("video/webcam_640x480.mp4"), max_frames=max(wanted) + 1):
+        if fr.index in wanted:
+            cv2.imwrite(str(folder / f"f{fr.index:04d}.png"), fr.image)
+            result = pipe.process(fr.image)
+            angles[fr.index] = face_angles(result.faces[0])[:2]
+    gaze = np.array([(angles[i] + angles[i + 1]) / 2 for i in starts])
+    lo, hi = gaze.min(0), gaze.max(0)
+    points = np.round(np.array([192, 108]) + (gaze - lo) / (hi - lo) * [1536, 864])  # 10-90 % of 1920x1080
+    rows = [f"f{i + d:04d}.png,{x:.0f},{y:.0f}" for i, (x, y) in zip(starts, points) for d in (0, 1)]
+    (folder / "targets.csv").write_text("image,x_px,y_px\n" + "\n".join(rows) + "\n")
+    (folder / "screen.json").write_text(
+        '{"width_px": 1920, "height_px": 1080, "width_mm": 527, "height_mm": 296, "distance_mm": 600}')
+    out = tmp_path / "out"
+    assert main(["eval", "gaze-session", str(folder), "--models", "omz", "--out", str(out)]) == 0
+    report = json.loads((out / "gaze_session.json").read_text())
+    row = report["rows"][0]
+    assert row["frames"] == row["frames_with_face"] == 10 and row["targets_used"] == 5 and row["samples"] == 10
+    assert row["calibration"]["model"] in ("axis-gaze", "affine-gaze")  # 5 targets: no quadratic
+    preds = np.concatenate([np.asarray(t["predictions"], float) for t in row["per_target"]])
+    assert preds.shape == (10, 2) and (preds >= 0).all() and (preds <= [1919, 1079]).all()
+    # each target predicted from the other four lands far closer than the targets are to each other
+    spread = np.mean(np.hypot(*(points - points.mean(0)).T))
+    assert row["mean_px"] < 0.5 * spread and 0 < row["precision_px"] < row["mean_px"] + 1
+    assert row["mean_pct_width"] == pytest.approx(100 * row["mean_px"] / 1920, rel=1e-2)
+    assert (out / "gaze_session_per_target.png").stat().st_size > 0
