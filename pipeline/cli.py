@@ -162,8 +162,8 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
                    "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
-    p.add_argument("--max-candidates", type=int, help="measure at most N per phase (reference and hand-picked come first)")
-    p.add_argument("--max-frames", type=int, default=60, help="frames per input video (default 60)")
+    p.add_argument("--max-candidates", type=_int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
+    p.add_argument("--max-frames", type=_int_at_least(1), default=60, help="frames per input video (default 60)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")
     p.set_defaults(func=_optimize_pipeline)
@@ -171,8 +171,8 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
     p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
     p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
-    p.add_argument("--workers", type=int, default=2, help="videos processed at once (default 2)")
-    p.add_argument("--max-frames", type=int, help="frames per video")
+    p.add_argument("--workers", type=_int_at_least(1), default=2, help="videos processed at once (default 2)")
+    p.add_argument("--max-frames", type=_int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.set_defaults(func=_batch)
 

@@ -166,7 +166,6 @@ def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, 
 
 
 def test_every_option_has_help():
-    """`edgegaze mouse` is left out: its options live in pipeline/control/app.py (4 lack help there)."""
     import argparse
 
     from pipeline.cli import build_parser
@@ -177,8 +176,7 @@ def test_every_option_has_help():
         for a in parser._actions:
             if isinstance(a, argparse._SubParsersAction):
                 for name, sub in a.choices.items():
-                    if name != "mouse":
-                        walk(sub, [*path, name])
+                    walk(sub, [*path, name])
             elif a.option_strings and a.dest != "help" and not a.help:
                 missing.append(f"{' '.join(path)} {a.option_strings[0]}")
 
