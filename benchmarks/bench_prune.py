@@ -76,9 +76,12 @@ def plot(reports: list[dict], path: Path) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    global OUT
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", help="model:method:ratio[:steps[:frames]] (repeatable)")
+    ap.add_argument("--out", default=str(OUT), help="folder for bench_prune.json/.md/.png")
     args = ap.parse_args()
+    OUT = Path(args.out)
     sources = [str(SHARED / v) for v in VIDEOS if (SHARED / v).exists()]
     OUT.mkdir(parents=True, exist_ok=True)
     reports = []

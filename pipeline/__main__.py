@@ -1,3 +1,4 @@
 from pipeline.cli import main
 
-raise SystemExit(main())
+# `python -m pipeline` is the same program as the installed `edgegaze` command
+raise SystemExit(main(prog="python -m pipeline"))

@@ -1,6 +1,8 @@
-"""The `edgegaze` command: a thin shell that parses arguments and calls one library function.
+"""edgegaze: find faces, landmarks, head pose and gaze in a webcam, video or images with OpenVINO on
+the CPU; fetch and convert the models, quantize or prune them, measure them, and drive the mouse.
 
-A user mistake (EdgegazeError) prints one line and exits 2; Ctrl-C exits 130.
+The `edgegaze` command is a thin shell that parses arguments and calls one library function.
+A user mistake (EdgegazeError or a bad argument) prints one line and exits 2; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -9,6 +11,38 @@ import argparse
 import sys
 
 from pipeline.errors import EdgegazeError
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has one (not for flags and unset options)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or isinstance(action.default, bool) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad argument is one line on stderr and exit 2, like every other user mistake; defaults are shown."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kw)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
 
 
 def _models_list(args) -> int:
@@ -38,6 +72,11 @@ def _convert(args) -> int:
     from pipeline import convert, zoo
 
     precisions = [p.strip().upper() for p in args.precision.split(",") if p.strip()]
+    convertible = sorted({p for spec in zoo.select("all") for p in spec.precisions})
+    for precision in precisions:
+        if precision not in convertible:
+            raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "
+                                "(INT8 and pruned forms come from `edgegaze optimize`)")
     for spec in zoo.select(args.set, args.model):
         for precision in precisions:
             if precision in spec.precisions:
@@ -48,11 +87,15 @@ def _convert(args) -> int:
 
 
 def _run(args) -> int:
-    from pipeline.outputs import run_to_outputs
+    from pipeline import runtime
+    from pipeline.outputs import check_outputs, run_to_outputs
     from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
     _apply_profile(args)
+    runtime.check_precision(args.precision.upper())
+    runtime.check_device(args.device)
+    check_outputs(args.json, args.output, args.show)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
     pipeline = Pipeline.from_set(
         args.models, args.precision.upper(), args.device, face=args.face, landmarks=args.landmarks,
@@ -62,6 +105,8 @@ def _run(args) -> int:
     s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
+    if s.skipped_note:
+        print(f"edgegaze: warning: {s.skipped_note}", file=sys.stderr)
     return 130 if s.interrupted else 0
 
 
@@ -117,8 +162,8 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
                    "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
-    p.add_argument("--max-candidates", type=int, help="measure at most N per phase (reference and hand-picked come first)")
-    p.add_argument("--max-frames", type=int, default=60, help="frames per input video (default 60)")
+    p.add_argument("--max-candidates", type=_int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
+    p.add_argument("--max-frames", type=_int_at_least(1), default=60, help="frames per input video (default 60)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")
     p.set_defaults(func=_optimize_pipeline)
@@ -126,15 +171,17 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
     p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
     p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
-    p.add_argument("--workers", type=int, default=2, help="videos processed at once (default 2)")
-    p.add_argument("--max-frames", type=int, help="frames per video")
+    p.add_argument("--workers", type=_int_at_least(1), default=2, help="videos processed at once (default 2)")
+    p.add_argument("--max-frames", type=_int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.set_defaults(func=_batch)
 
 
 def _report(args) -> int:
+    from pipeline import runtime
     from pipeline.report.model_report import build_report
 
+    runtime.check_precision(args.precision)
     build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
                  frames=args.frames, cpu_tdp_w=args.cpu_tdp, **_report_profile(args))
     print(f"wrote report.json, report.md and plots to {args.out}")
@@ -170,6 +217,9 @@ def _optimize_prune(args) -> int:
 def _eval(args) -> int:
     from importlib import import_module
 
+    from pipeline import runtime
+
+    runtime.check_precision(args.precision)
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze")}}
     if args.kind == "gaze-session":
@@ -195,7 +245,7 @@ def _add_eval(sub) -> None:
         p = ev.add_parser(kind, help=help_text)
         p.add_argument("path", help=path_help)
         if dataset:
-            p.add_argument("--dataset", default=dataset, help=f"format (default {dataset}; landmarks: ibug68 or dlib-xml)")
+            p.add_argument("--dataset", default=dataset, help="format (landmarks: ibug68 or dlib-xml)")
         p.add_argument("--models", default="mediapipe", help="comma list of model sets, e.g. omz,mediapipe")
         p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
@@ -222,13 +272,13 @@ def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="edgegaze", description=__doc__.splitlines()[0])
+def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
     sub = parser.add_subparsers(dest="command", required=True)
 
     models = sub.add_parser("models", help="list and fetch zoo models").add_subparsers(dest="action", required=True)
     p = models.add_parser("list", help="every zoo model, cached or not")
-    p.add_argument("--set", default="all")
+    p.add_argument("--set", default="all", help="model set: mediapipe, omz or all")
     p.set_defaults(func=_models_list)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
     _add_selection(p, default_set="mediapipe")
@@ -243,31 +293,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
     p.add_argument("--input", required=True, help="webcam index, video file, image or folder of images")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
-    p.add_argument("--device", default="CPU")
+    p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
+                   "lists (CPU, GPU, NPU), or AUTO")
     for kind in ("face", "landmarks", "head-pose", "gaze", "eye-state"):
         p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
                             "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
-    p.add_argument("--max-faces", type=int, default=1)
+    p.add_argument("--max-faces", type=_int_at_least(1), default=1, help="most faces followed per frame")
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
-    p.add_argument("--threads", type=int, help="inference threads per model (default 1, measured fastest here; 0: OpenVINO's choice)")
-    p.add_argument("--output", help="annotated video (.mp4)")
+    p.add_argument("--threads", type=_int_at_least(0), default=None,
+                   help="inference threads per model (default 1, measured cheapest here; 0: OpenVINO chooses)")
+    p.add_argument("--output", help="annotated video: .mp4 or .avi")
     p.add_argument("--json", help="JSON Lines, one object per frame")
-    p.add_argument("--max-frames", type=int)
+    p.add_argument("--max-frames", type=_int_at_least(1), help="stop after this many frames (default: the whole input)")
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
-    p.add_argument("--redetect-every", type=int, default=30, help="with tracking: run the detector every N frames")
+    p.add_argument("--redetect-every", type=_int_at_least(1), default=30, help="with tracking: run the detector every N frames")
     p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
     p.add_argument("--input", required=True, help="video (or image) whose frames feed the models")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
     p.add_argument("--precision", default="FP32", help="comma list, e.g. FP16,FP16-INT8")
-    p.add_argument("--frames", type=int, default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
+    p.add_argument("--frames", type=_int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
     p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
@@ -279,39 +331,40 @@ def build_parser() -> argparse.ArgumentParser:
     add_mouse_arguments(p)
     p.set_defaults(func=_mouse)
 
-    optimize = sub.add_parser("optimize", help="INT8 quantization").add_subparsers(dest="action", required=True)
+    optimize = sub.add_parser("optimize", help="make it faster: NNCF INT8 quantization, pruning, and a search for the fastest pipeline configuration").add_subparsers(dest="action", required=True)
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
-    p.add_argument("--subset", type=int, default=100, help="calibration frames (a third as many are held out for validation)")
+    p.add_argument("--subset", type=_int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
                    help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable; see pipeline/optimize/metrics.py)")
     p.add_argument("--ignore", action="append", metavar="PATTERN", help="regex of layer names NNCF leaves in FP32 (repeatable)")
     p.add_argument("--sensitivity", action="store_true", help="also write the full per-layer sensitivity table and PNG")
     p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")
-    p.add_argument("--out", default="results/quantize", help="report folder (default results/quantize)")
+    p.add_argument("--out", default="results/quantize", help="report folder")
     p.set_defaults(func=_optimize_quantize)
     p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
                             "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
     p.add_argument("--model", required=True, help="face-landmark, iris-landmark, landmarks-regression-retail-0009 or head-pose-estimation-adas-0001")
-    p.add_argument("--method", required=True, choices=["unstructured", "structured"])
+    p.add_argument("--method", required=True, choices=["unstructured", "structured"],
+                   help="unstructured: zero single weights (smaller compressed IR); structured: remove channels (faster)")
     p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
-    p.add_argument("--steps", type=int, default=1600, help="distillation steps (batch 16) for recovery; "
+    p.add_argument("--steps", type=_int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
                    "the iris model takes 0.2-0.3 s a step on 2 cores")
     p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")
     p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
                    help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
-    p.add_argument("--frames", type=int, default=960, help="frames sampled from the calibration sources (the last quarter "
+    p.add_argument("--frames", type=_int_at_least(1), default=960, help="frames sampled from the calibration sources (the last quarter "
                    "of each is held out to measure recovery)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="structured: skip the least-squares refit before distillation")
     p.add_argument("--focus", type=float, default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
-    p.add_argument("--channel-block", type=int, default=16, help="structured: keep channel counts a multiple of this; "
+    p.add_argument("--channel-block", type=_int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
     _add_search_batch(sub, optimize)
@@ -319,12 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         return args.func(args) or 0
     except EdgegazeError as e:
-        print(f"edgegaze: error: {e}", file=sys.stderr)
+        print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("edgegaze: interrupted", file=sys.stderr)

@@ -3,14 +3,19 @@
 Every IR edgegaze writes takes u8 NHWC BGR images at the model's native size: layout, colour
 order, mean and scale are embedded with OpenVINO's PrePostProcessor, so stages only crop and
 resize. Weight conversion chains are folded first (see fold_weights). Provenance is recorded in
-the IR's rt_info and in provenance.json beside it; an IR whose provenance matches is not rebuilt.
+the IR's rt_info and in provenance.json beside it, with the sha256 of the IR's own xml and bin;
+an IR whose provenance matches and whose files are intact is not rebuilt. Every IR is verified
+before it is compiled (see ensure_intact): a damaged one is rebuilt from its verified source.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -72,6 +77,7 @@ def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) ->
     tmp = Path(tempfile.mkdtemp(prefix=f".{precision}.", dir=final.parent))
     try:
         ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=(precision == "FP16"))
+        provenance = {**provenance, "ir_sha256": ir_hashes(tmp / f"{model_id}.xml")}
         (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2))
         if final.exists():
             shutil.rmtree(final)
@@ -79,6 +85,71 @@ def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) ->
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / f"{model_id}.xml"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def ir_hashes(xml: Path) -> dict:
+    return {"xml": _sha256(xml), "bin": _sha256(xml.with_suffix(".bin"))}
+
+
+def _stamp(xml: Path) -> dict:
+    return {k: [p.stat().st_size, p.stat().st_mtime_ns] for k, p in (("xml", xml), ("bin", xml.with_suffix(".bin")))}
+
+
+def ir_problem(xml: Path) -> str | None:
+    """Why this IR is damaged, or None. Cheap when its files are as last verified (size and mtime);
+    else the recorded sha256 of xml and bin, and always: the bin holds every weight the xml names."""
+    bin_path = xml.with_suffix(".bin")
+    if not (xml.exists() and bin_path.exists()):
+        return "its .xml or .bin is missing"
+    # the stamp lives outside the IR folder, which save_ir replaces whole
+    stamp_file = xml.parents[2] / ".verified" / f"{xml.parent.parent.name}@{xml.parent.name}.json"
+    stamp = _stamp(xml)
+    if stamp_file.exists() and json.loads(stamp_file.read_text() or "{}") == stamp:
+        return None
+    end = max((int(o) + int(n) for o, n in re.findall(r'<data [^>]*?offset="(\d+)"[^>]*?size="(\d+)"', xml.read_text())),
+              default=0)
+    if bin_path.stat().st_size < end:
+        return f"its .bin is truncated ({bin_path.stat().st_size} of {end} bytes)"
+    recorded = (provenance_of_dir(xml.parent) or {}).get("ir_sha256")
+    if recorded and ir_hashes(xml) != recorded:
+        return "its .xml or .bin does not match the sha256 recorded when it was written"
+    try:
+        paths.atomic_write(stamp_file, json.dumps(stamp))
+    except OSError:
+        pass  # a read-only model folder: verified again next time
+    return None
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def ensure_intact(model_id: str, precision: str, xml: Path, log=_warn) -> Path:
+    """`xml` if intact; a damaged FP32/FP16/published IR is rebuilt from its verified source,
+    any other (INT8, pruned) is refused with the command that remakes it."""
+    problem = ir_problem(xml)
+    if problem is None:
+        return xml
+    spec = zoo.get(model_id)
+    if precision in spec.precisions:
+        log(f"edgegaze: {model_id} {precision} IR is damaged ({problem}); rebuilding it from its source")
+        return convert(spec, precision, force=True, log=lambda *_: None)
+    how = ("edgegaze optimize quantize --force --model " + model_id + " --calib VIDEO" if precision == "INT8"
+           else f"edgegaze optimize prune --model {model_id} ... --tag {precision}")
+    raise EdgegazeError(f"the {precision} IR of {model_id} at {xml.parent} is damaged ({problem}); remake it with: {how}")
+
+
+def provenance_of_dir(folder: Path) -> dict | None:
+    path = folder / "provenance.json"
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def provenance_of(model_id: str, precision: str) -> dict | None:
@@ -107,9 +178,14 @@ def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, l
         "converter": f"edgegaze {__version__} / openvino {ov.get_version().split('-')[0]}",
         "weights_folded": precision in PRECISIONS,
     }
-    if not force and provenance_of(spec.id, precision) == provenance:
-        log(f"{spec.id} {precision}: up to date")
-        return paths.ir_path(spec.id, precision)
+    have = {k: v for k, v in (provenance_of(spec.id, precision) or {}).items() if k != "ir_sha256"}
+    xml = paths.ir_path(spec.id, precision)
+    if not force and have == provenance:
+        problem = ir_problem(xml)
+        if problem is None:
+            log(f"{spec.id} {precision}: up to date")
+            return xml
+        log(f"{spec.id} {precision}: {problem}; rebuilding")
     source = next(p for p in sources if p.suffix in (".tflite", ".onnx", ".xml"))
     model = core().read_model(str(source))
     if precision in PRECISIONS:

@@ -1,15 +1,20 @@
 """Run a pipeline over a source and write its outputs: JSON Lines, annotated video, a live window.
 
 Every JSON line is written whole and flushed, so an interrupted run (Ctrl-C, a camera that goes
-away) leaves a valid file up to the last frame; the video is finalised the same way. The schema
-of one line is pipeline/schemas/frame.schema.json.
+away) leaves a valid file up to the last frame; the video is finalised the same way, and both
+hold exactly the frames counted. Outputs are written under a `.part` name and appear under their
+own name at the end; a run that fails before its first frame leaves nothing. The schema of one
+line is pipeline/schemas/frame.schema.json.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +65,26 @@ def frame_record(fr: FrameResult) -> dict:
     return record
 
 
+# extension -> FourCC of a codec OpenCV's own FFmpeg build writes everywhere
+VIDEO_CODECS = {".mp4": "mp4v", ".avi": "MJPG"}
+
+
 def _check_writable(path: str | None) -> None:
     if path and not os.access(Path(path).expanduser().resolve().parent, os.W_OK):
         raise EdgegazeError(f"cannot write {path}: its folder does not exist or is not writable")
+
+
+def check_outputs(json_path: str | None, video_path: str | None, show: bool = False) -> None:
+    """Every output can be written, before any model is loaded."""
+    for path in (json_path, video_path):
+        _check_writable(path)
+        if path and Path(path).is_dir():
+            raise EdgegazeError(f"{path} is a folder; give a file name")
+    if video_path and Path(video_path).suffix.lower() not in VIDEO_CODECS:
+        raise EdgegazeError(f"--output {video_path}: the video writer makes {', '.join(VIDEO_CODECS)} files; "
+                            f"name it e.g. {Path(video_path).with_suffix('.mp4').name}")
+    if show and not (os.environ.get("DISPLAY") or os.name == "nt"):
+        raise EdgegazeError("--show needs a display (set DISPLAY or run without --show)")
 
 
 @dataclass
@@ -72,57 +94,137 @@ class RunSummary:
     detector_frames: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    skipped_note: str = ""  # what the source skipped (unreadable images, a video that ended early)
 
     @property
     def fps(self) -> float:
         return self.frames / self.seconds if self.seconds else 0.0
 
 
+class _VideoOut:
+    """An annotated video written under `<name>.part<ext>`, opened at the first frame (its size)."""
+
+    def __init__(self, path: str, fps: float):
+        self.path, self.fps, self.writer, self.frames = Path(path), fps, None, 0
+        self.tmp = self.path.with_name(f".{self.path.stem}.part{self.path.suffix}")
+
+    def write(self, image: np.ndarray) -> None:
+        if self.writer is None:
+            h, w = image.shape[:2]
+            codec = VIDEO_CODECS[self.path.suffix.lower()]
+            self.writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter_fourcc(*codec), self.fps, (w, h))
+            if not self.writer.isOpened():
+                self.writer = None
+                raise EdgegazeError(f"cannot write video {self.path}: the {codec} encoder refused {w}x{h} frames "
+                                    f"(at least 2x2 pixels are needed); leave out --output")
+        self.writer.write(image)
+        self.frames += 1
+
+    def close(self, keep: bool) -> None:
+        if self.writer is not None:
+            self.writer.release()
+            if keep:
+                os.replace(self.tmp, self.path)
+        if self.tmp.exists():
+            self.tmp.unlink()
+
+
+@contextmanager
+def _stop_on_ctrl_c():
+    """The first Ctrl-C asks the run to stop after the frame in hand, so every output holds the same
+    frames; a second one interrupts at once (a source that hangs)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+class _JsonLines:
+    """JSON Lines under `.<name>.part`, opened at the first frame. The last record is held back
+    until the end so that it can carry what the source skipped."""
+
+    def __init__(self, path: str):
+        self.path, self.fh, self.last = Path(path), None, None
+        self.tmp = self.path.with_name(f".{self.path.name}.part")
+
+    def write(self, record: dict) -> None:
+        self.fh = self.fh or open(self.tmp, "w")
+        if self.last is not None:
+            self.fh.write(json.dumps(self.last) + "\n")
+            self.fh.flush()
+        self.last = record
+
+    def close(self, keep: bool, skipped: dict) -> None:
+        if self.fh is None:
+            return
+        if skipped:
+            self.last["skipped"] = skipped
+        self.fh.write(json.dumps(self.last) + "\n")
+        self.fh.close()
+        if keep:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink()
+
+
 def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = None,
                    video_path: str | None = None, show: bool = False, progress: bool = True) -> RunSummary:
-    """Drive `pipeline` over `source`, writing what was asked; returns counts and FPS."""
-    for path in (json_path, video_path):
-        _check_writable(path)
-    if show and not (os.environ.get("DISPLAY") or os.name == "nt"):
-        raise EdgegazeError("--show needs a display (set DISPLAY or run without --show)")
+    """Drive `pipeline` over `source`, writing what was asked; returns counts and FPS.
+
+    The JSON Lines, the video and the count hold the same frames. Ctrl-C, or a source that fails
+    mid-run, ends the run with every finished frame saved."""
+    check_outputs(json_path, video_path, show)
     summary = RunSummary()
-    jsonl = open(json_path, "w") if json_path else None
-    video_tmp = Path(str(video_path) + ".part.mp4") if video_path else None
-    writer = None
+    jsonl = _JsonLines(json_path) if json_path else None
+    video = _VideoOut(video_path, source.fps) if video_path else None
     start = time.perf_counter()
-    bar = tqdm(total=len(source) or None, unit="frame", disable=not progress, leave=False)
+    bar = tqdm(total=len(source) or None, unit="frame", disable=None if progress else True, leave=False)  # None: only on a terminal
+    ok = False
     try:
-        for fr in pipeline.run(prefetch(source)):
-            summary.frames += 1
-            summary.frames_with_face += bool(fr.faces)
-            summary.detector_frames += fr.detector_ran
-            bar.update()
-            if jsonl:
-                jsonl.write(json.dumps(frame_record(fr)) + "\n")
-                jsonl.flush()
-            if video_path or show:
-                fps = summary.frames / max(time.perf_counter() - start, 1e-6)
-                image = annotate(fr.image, fr, fps)
-                if video_path:
-                    if writer is None:
-                        h, w = image.shape[:2]
-                        writer = cv2.VideoWriter(str(video_tmp), cv2.VideoWriter_fourcc(*"mp4v"), source.fps, (w, h))
-                    writer.write(image)
+        with _stop_on_ctrl_c() as stop:
+            for fr in pipeline.run(prefetch(source)):
+                image = annotate(fr.image, fr, (summary.frames + 1) / max(time.perf_counter() - start, 1e-6)) \
+                    if (video or show) else None
+                if video:
+                    video.write(image)
+                if jsonl:
+                    jsonl.write(frame_record(fr))
+                summary.frames += 1
+                summary.frames_with_face += bool(fr.faces)
+                summary.detector_frames += fr.detector_ran
+                bar.update()
                 if show:
                     cv2.imshow("edgegaze", image)
                     if cv2.waitKey(1) & 0xFF in (27, ord("q")):
                         break
+                if stop.is_set():
+                    summary.interrupted = True
+                    break
+        ok = True
     except KeyboardInterrupt:
-        summary.interrupted = True
+        summary.interrupted = ok = True
     finally:
         summary.seconds = time.perf_counter() - start
+        # any iterable of frames is a source; only a sources.Source counts what it skipped
+        skipped = source.skipped() if hasattr(source, "skipped") else {}
+        summary.skipped_note = source.skipped_note() if skipped else ""
         bar.close()
+        keep = ok or summary.frames > 0  # an error after some frames keeps what was finished
         if jsonl:
-            jsonl.close()
-        if writer is not None:
-            writer.release()
-            os.replace(video_tmp, video_path)
+            jsonl.close(keep, skipped)
+        if video:
+            video.close(keep)
         if show:
             cv2.destroyAllWindows()
     return summary
-

@@ -39,7 +39,11 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
 
 
 def manifest_path() -> Path:
-    return Path(os.environ.get("EDGEGAZE_ZOO", CHECKOUT_MODELS / "zoo.toml"))
+    """EDGEGAZE_ZOO; else the checkout's models/zoo.toml; else the copy installed with the package."""
+    if "EDGEGAZE_ZOO" in os.environ:
+        return Path(os.environ["EDGEGAZE_ZOO"])
+    checkout = CHECKOUT_MODELS / "zoo.toml"
+    return checkout if checkout.exists() else Path(__file__).resolve().parent / "zoo.toml"
 
 
 def home() -> Path:

@@ -32,8 +32,48 @@ def compile_model(
     inference_precision: str | None = "f32",
 ) -> ov.CompiledModel:
     """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint)."""
-    return core().compile_model(model if isinstance(model, ov.Model) else str(model), device,
-                                config(hint, threads, streams, profile, inference_precision))
+    check_device(device)
+    try:
+        return core().compile_model(model if isinstance(model, ov.Model) else str(model), device,
+                                    config(hint, threads, streams, profile, inference_precision))
+    except RuntimeError as e:  # a damaged file, a plugin whose runtime is missing, an unsupported layer
+        what = model if not isinstance(model, ov.Model) else model.get_friendly_name()
+        raise EdgegazeError(f"OpenVINO cannot compile {what} for {device}: {_first_line(e)}; "
+                            f"try --device CPU, or rebuild the model with `edgegaze convert --force`") from None
+
+
+def _first_line(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith(("Check ", "Exception from"))]
+    return lines[0] if lines else type(e).__name__
+
+
+BASE_PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
+
+
+@lru_cache(maxsize=1)
+def available_devices() -> tuple[str, ...]:
+    return tuple(core().available_devices)  # asks every plugin: ~15 ms, so once per process
+
+
+def check_device(device: str) -> None:
+    """The device, or each device of AUTO:/MULTI:/HETERO:, must be one this OpenVINO finds."""
+    have = available_devices()
+    name, _, rest = device.upper().partition(":")
+    wanted = [d for d in rest.split(",") if d] if name in ("AUTO", "MULTI", "HETERO") else [device.upper()]
+    for d in wanted:
+        if d not in have and d.split(".")[0] not in have:
+            raise EdgegazeError(f"device {d} is not available here (OpenVINO finds: {', '.join(have)}); "
+                                f"install its driver and OpenVINO plugin, or use --device CPU")
+
+
+def check_precision(precision: str) -> None:
+    """Known precisions, and the tags of optimized IR on disk (e.g. a pruned CH20)."""
+    for p in precision.split(","):
+        made = sorted({d.name for d in (paths.home() / "ir").glob("*/*") if d.is_dir() and not d.name.startswith(".")}
+                      - set(BASE_PRECISIONS))
+        if p.strip().upper() not in BASE_PRECISIONS and p.strip().upper() not in made:
+            also = f"; optimized tags on disk: {', '.join(made)}" if made else ""
+            raise EdgegazeError(f"unknown precision '{p.strip()}'; valid: {', '.join(BASE_PRECISIONS)}{also}")
 
 
 def config(hint: str = "LATENCY", threads: int | None = None, streams: int | None = None, profile: bool = False,
@@ -56,24 +96,27 @@ def config(hint: str = "LATENCY", threads: int | None = None, streams: int | Non
 
 
 def ir_file(model_id: str, precision: str = "FP32") -> Path:
-    """Path of a converted IR, or a clear error naming the command that makes it."""
+    """Path of a converted IR, verified intact (see convert.ensure_intact), or a clear error naming
+    the command that makes it."""
     path = paths.ir_path(model_id, precision)
-    if not path.exists():
-        spec = zoo.get(model_id)
-        if precision == "INT8":
-            how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
-        elif precision == "FP16-INT8" and precision not in spec.precisions:  # Intel ships it for some OMZ models
-            flag = f"--{spec.stage.replace('_', '-')}"
-            how = (f"edgegaze optimize quantize --model {model_id} --calib VIDEO (Intel ships no FP16-INT8 of it); "
-                   f"in a run, {flag} {model_id}@INT8 uses that, {flag} none leaves the stage out")
-        elif precision not in spec.precisions:  # a pruned tag such as CH50 or PRUNED50
-            how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
-        else:
-            how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
-        raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")
-    return path
+    if path.exists():
+        from pipeline.convert import ensure_intact
+
+        return ensure_intact(model_id, precision, path)
+    spec = zoo.get(model_id)
+    if precision == "INT8":
+        how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
+    elif precision == "FP16-INT8" and precision not in spec.precisions:  # Intel ships it for some OMZ models
+        flag = f"--{spec.stage.replace('_', '-')}"
+        how = (f"edgegaze optimize quantize --model {model_id} --calib VIDEO (Intel ships no FP16-INT8 of it); "
+               f"in a run, {flag} {model_id}@INT8 uses that, {flag} none leaves the stage out")
+    elif precision not in spec.precisions:  # a pruned tag such as CH50 or PRUNED50
+        how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
+    else:
+        how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
+    raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")
 
 
 def load(model_id: str, precision: str = "FP32", device: str = "CPU", **kw) -> ov.CompiledModel:
-    """Compile the converted IR of a zoo model (see compile_model for the keywords)."""
+    """Compile the converted IR of a zoo model, verified first (see compile_model for the keywords)."""
     return compile_model(ir_file(model_id, precision), device, **kw)

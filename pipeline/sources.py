@@ -2,7 +2,9 @@
 
 Every frame comes out as 3-channel uint8 BGR whatever the file held (grayscale, BGRA, 16-bit).
 A bad source is a one-line EdgegazeError before the first frame; a camera that disappears or a
-video that breaks mid-way ends the stream cleanly.
+video that breaks mid-way ends the stream cleanly, and what was skipped is counted and named
+(`skipped()`, `skipped_note()`): unreadable images, frames a video promised but did not decode,
+the error that ended a source early.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class Source:
         self.length: int | None = None
         self._cap = None
         self._images: list[Path] = []
+        self.unreadable: list[str] = []  # image files that could not be decoded
+        self.delivered = 0  # frames that came out of _raw
+        self.failure = ""  # the error that ended the source early, if any
+        self.promised: int | None = None  # frames the video container declares
         text = str(src)
         if text.isdigit():
             self.kind = "camera"
@@ -80,7 +86,7 @@ class Source:
             self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
             self.fps = self._cap.get(cv2.CAP_PROP_FPS) or 30.0
             count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
-            self.length = count if count > 0 else None
+            self.length = self.promised = count if count > 0 else None
         if self.length is not None and max_frames:
             self.length = min(self.length, max_frames)
 
@@ -92,7 +98,8 @@ class Source:
             for i, path in enumerate(self._images):
                 image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
                 if image is None or image.size == 0:
-                    continue  # one unreadable file in a folder is skipped, not fatal
+                    self.unreadable.append(path.name)  # skipped, not fatal; named at the end
+                    continue
                 yield Frame(i, 0.0, to_bgr(image), path.name)
             return
         start, i = time.monotonic(), 0
@@ -105,15 +112,45 @@ class Source:
             i += 1
 
     def __iter__(self) -> Iterator[Frame]:
+        self.delivered, self._ended = 0, False
         try:
-            for n, frame in enumerate(self._raw()):
-                if self.max_frames is not None and n >= self.max_frames:
+            for frame in self._raw():
+                if self.max_frames is not None and self.delivered >= self.max_frames:
                     return
+                self.delivered += 1
                 if self.flip:
                     frame.image = cv2.flip(frame.image, 1)
                 yield frame
+            self._ended = True  # the source ran out (not stopped by max_frames or the consumer)
+        except (OSError, cv2.error) as e:  # a device or file that fails mid-run ends the stream
+            self.failure = " ".join(str(e).split())[:200] or type(e).__name__
         finally:
             self.close()
+
+    def skipped(self) -> dict:
+        """What this source skipped so far, for the JSON Lines and the run summary."""
+        out = {}
+        if self.unreadable:
+            out["unreadable_images"] = list(self.unreadable)
+        want = min(self.promised, self.max_frames or self.promised) if self.promised else None
+        if self.kind == "video" and getattr(self, "_ended", False) and want and self.delivered < want:
+            out["undecoded_video_frames"] = want - self.delivered
+        if self.failure:
+            out["source_error"] = self.failure
+        return out
+
+    def skipped_note(self) -> str:
+        s = self.skipped()
+        parts = []
+        if "unreadable_images" in s:
+            names = s["unreadable_images"]
+            parts.append(f"skipped {len(names)} unreadable image(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
+        if "undecoded_video_frames" in s:
+            parts.append(f"the video ended {s['undecoded_video_frames']} frame(s) before the {self.promised} its "
+                         f"header declares (truncated or damaged)")
+        if "source_error" in s:
+            parts.append(f"the source failed after {self.delivered} frame(s) ({s['source_error']})")
+        return "; ".join(parts)
 
     def frames_at(self, indices: list[int]) -> list[np.ndarray | None]:
         """BGR frames at these indices of a video or image folder, in the order asked (None where

@@ -313,10 +313,10 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--mode", default="head", choices=["gaze", "head", "relative"],
                    help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
     p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
-    p.add_argument("--precision", default="FP32")
+    p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
     p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
-    p.add_argument("--device", default="CPU")
-    p.add_argument("--max-frames", type=int)
+    p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
+    p.add_argument("--max-frames", type=int, help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
     p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
     p.add_argument("--screen-size", help="dry-run screen WxH when there is no display (default 1920x1080)")
@@ -331,7 +331,8 @@ def add_mouse_arguments(p) -> None:
     g.add_argument("--accel", type=float, default=m.exponent, help="acceleration curve exponent (1 = linear)")
     g.add_argument("--sensitivity", default="1,1", help="per-axis gain X,Y (or one value)")
     g.add_argument("--head-range", default="20,12", help="head yaw,pitch (deg) that reach the screen edge")
-    g.add_argument("--min-confidence", type=float, default=d.min_confidence)
+    g.add_argument("--min-confidence", type=float, default=d.min_confidence,
+                   help="landmark confidence below which the pointer holds still")
     g = p.add_argument_group("clicks (off by default) and pause")
     g.add_argument("--dwell", action="store_true", help="click after the pointer rests")
     g.add_argument("--dwell-time", type=float, default=c.dwell_s, help="s")

@@ -10,7 +10,7 @@ Modes:
 - head: head yaw/pitch relative to a neutral pose -> absolute point (a head pointer, like
   eViacam / Project GameFace); an acceleration curve makes small turns fine and large ones reach
   the edges.
-- gaze: a calibrated regression (calibration.GazeModel) from gaze and head angles -> point.
+- gaze: the calibration (regression.GazeModel, chosen from the targets) from gaze and head angles -> point.
 - relative: the classic pointer-controller: the pointer moves along the gaze direction at a
   speed that grows with the angle off neutral.
 """

@@ -3,9 +3,10 @@
 A session (datasets.load_session) is a video of a person looking at known screen points
 (targets.csv). The pipeline runs over the video as the mouse app would (tracking on, one face);
 samples are collected with the app's own SteadySampler and calibration.samples_from_session,
-and the app's regression (calibration.GazeModel) is validated leave-one-target-out: each target's
-samples are predicted by a model fitted on all the other targets. Any fit/predict pair can stand
-in for GazeModel (`model=`), for comparing calibration methods.
+and the app's calibration (calibration.regressor: the model chosen from the targets, or one fixed
+candidate) is validated leave-one-target-out: each target's samples are predicted by a calibration
+chosen and fitted on all the other targets. Any fit/predict pair can stand in (`model=`), for
+comparing calibration methods. A session can also be a folder of stills, one look per image.
 
 Errors per sample: on-screen distance in px and mm (screen.json's px pitch), and the visual angle
 at the eye between the rays to the predicted and the true point, the eye `distance` in front of the

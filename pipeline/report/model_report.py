@@ -49,9 +49,14 @@ DEFINITIONS = {
 
 # ---- inputs and checks ----------------------------------------------------------------------
 
-def check_out_dir(out: str | Path) -> Path:
-    """Fail before any work if --out cannot be written."""
+def check_out_dir(out: str | Path, create: bool = True) -> Path:
+    """Fail before any work if --out cannot be written; create=False checks without making it."""
     out = Path(out).expanduser()
+    if not create:
+        first = next(p for p in (out, *out.parents) if p.exists())
+        if not (first.is_dir() and os.access(first, os.W_OK)):
+            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
+        return out
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=out)
@@ -191,12 +196,13 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
     With a deployment profile, its stage models at their own precisions and its pipeline are measured."""
     if frames < 1:
         raise EdgegazeError("--frames must be at least 1")
-    out = check_out_dir(out)
+    check_out_dir(out, create=False)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
     items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
     if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
         precisions = list(dict.fromkeys(precision for _, _, precision in items))
-    images = read_frames(input_path, frames)
+    images = read_frames(input_path, frames)  # before --out is made: a bad input leaves no empty folder
+    out = check_out_dir(out)
     iterations = max(len(images), min_iterations)
 
     meter = energy.Rapl(rapl_root)

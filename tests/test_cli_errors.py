@@ -1,0 +1,187 @@
+"""Bad input through the real CLI (`python -m pipeline`): exit 2, one line on stderr, no traceback,
+no partial output left behind. Also: skipped input is reported, and outputs agree frame for frame
+in sync and async mode, also after Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, shared_path
+
+VIDEO = "video/webcam_640x480.mp4"
+
+
+def cli(*args, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def video_frames(path: Path) -> int:
+    cap, n = cv2.VideoCapture(str(path)), 0
+    while cap.read()[0]:
+        n += 1
+    return n
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    cv2.imwrite(str(d / "one_pixel.png"), np.zeros((1, 1, 3), np.uint8))
+    (d / "garbage.mp4").write_bytes(b"not a video at all\n" * 10)
+    return d
+
+
+def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
+    """name -> (arguments, a phrase the one-line message must contain)."""
+    run = ["run", "--input", video, "--json", "out.jsonl"]
+    return {
+        "one-pixel image to mp4": (["run", "--input", inputs / "one_pixel.png", "--output", "o.mp4", "--json", "out.jsonl"],
+                                   "1x1"),
+        "output .txt": ([*run, "--output", "x.txt"], ".mp4"),
+        "device GPU": ([*run, "--device", "GPU"], "--device CPU"),
+        "precision FP8": ([*run, "--precision", "FP8"], "valid: FP32"),
+        "max-frames -5": ([*run, "--max-frames", "-5"], "--max-frames"),
+        "max-frames abc": ([*run, "--max-frames", "abc"], "not a whole number"),
+        "threads -1": ([*run, "--threads", "-1"], "--threads"),
+        "max-faces 0": ([*run, "--max-faces", "0"], "--max-faces"),
+        "hint choice": ([*run, "--hint", "FAST"], "invalid choice"),
+        "unknown set": ([*run, "--models", "nope"], "valid sets"),
+        "unknown stage id": ([*run, "--gaze", "nope"], "valid:"),
+        "missing input": (["run", "--input", "missing.mp4", "--json", "out.jsonl"], "not found"),
+        "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
+        "json into missing folder": (["run", "--input", video, "--json", "no/such/dir/out.jsonl"], "not writable"),
+        "output is a folder": ([*run, "--output", "."], "folder"),
+        "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
+        "report frames 0": (["report", "--input", video, "--out", "rep", "--frames", "0"], "--frames"),
+        "convert unknown model": (["convert", "--model", "nope"], "nope"),
+        "convert precision FP8": (["convert", "--precision", "FP8"], "not 'FP8'"),
+        "report precision FP8": (["report", "--input", video, "--out", "rep", "--precision", "FP16,FP8"], "valid: FP32"),
+        "eval precision FP8": (["eval", "faces", "missing.xml", "--precision", "FP8"], "valid: FP32"),
+        "report out under a file": (["report", "--input", video, "--out", inputs / "one_pixel.png" / "rep"],
+                                    "cannot write to --out"),
+        "no subcommand": ([], "required"),
+    }
+
+
+def test_bad_inputs_exit_2_with_one_line_and_leave_nothing(zoo_ready, inputs, tmp_path):
+    video = shared_path(VIDEO)
+    seen = {}
+    for name, (args, phrase) in bad_cases(video, inputs).items():
+        work = tmp_path / name.replace(" ", "_")
+        work.mkdir()
+        proc = cli(*args, cwd=work)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        seen[name] = lines
+        assert proc.returncode == 2, (name, proc.returncode, proc.stderr[-2000:])
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, (name, proc.stderr[-2000:])
+        assert phrase in lines[0], (name, lines[0])
+        assert sorted(p.name for p in work.iterdir()) == [], (name, list(work.iterdir()))
+    print(json.dumps(seen, indent=1))  # every case with its message (pytest -s shows it)
+
+
+def test_skipped_input_is_counted_named_and_recorded(zoo_ready, tmp_path):
+    # a video cut in half (MJPG AVI keeps its index up front, so the cut part decodes)
+    cap = cv2.VideoCapture(str(shared_path(VIDEO)))
+    writer = cv2.VideoWriter(str(tmp_path / "full.avi"), cv2.VideoWriter_fourcc(*"MJPG"), 30, (640, 480))
+    for _ in range(30):
+        writer.write(cap.read()[1])
+    writer.release()
+    data = (tmp_path / "full.avi").read_bytes()
+    (tmp_path / "cut.avi").write_bytes(data[: len(data) // 2])
+    proc = cli("run", "--input", tmp_path / "cut.avi", "--json", "cut.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: the video ended" in proc.stderr and "before the 30" in proc.stderr
+    rows = [json.loads(ln) for ln in (tmp_path / "cut.jsonl").read_text().splitlines()]
+    assert 0 < len(rows) < 30 and rows[-1]["skipped"]["undecoded_video_frames"] == 30 - len(rows)
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "a.jpg"), cap.read()[1])
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    proc = cli("run", "--input", folder, "--json", "img.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0 and "unreadable image(s): broken.jpg" in proc.stderr, proc.stderr
+    rows = [json.loads(ln) for ln in (tmp_path / "img.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[-1]["skipped"] == {"unreadable_images": ["broken.jpg"]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mode):
+    video = shared_path(VIDEO)
+    extra = ["--async"] if mode == "async" else []
+    proc = cli("run", "--input", video, "--max-frames", "25", "--json", "a.jsonl", "--output", "a.mp4", *extra, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("25 frames")
+    assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 25 == video_frames(tmp_path / "a.mp4")
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--input", str(video), "--json", "b.jsonl",
+                          "--output", "b.mp4", *extra], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    part = tmp_path / ".b.jsonl.part"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (part.exists() and part.stat().st_size > 20000):
+        time.sleep(0.2)  # wait until some frames are done
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "interrupted, outputs saved" in out, (p.returncode, out, err[-2000:])
+    frames = int(out.split()[0])
+    assert 0 < frames < 851
+    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == frames == video_frames(tmp_path / "b.mp4")
+    assert not part.exists() and not (tmp_path / ".b.part.mp4").exists()
+
+
+def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, tmp_path):
+    """A webcam that disappears: the device read starts raising after 8 frames."""
+    from pipeline.outputs import run_to_outputs
+    from pipeline.runner import Pipeline
+    from pipeline.sources import Frame, Source
+
+    images = [f.image for f in Source(shared_path(VIDEO), max_frames=8)]
+
+    class Vanishing(Source):
+        def _raw(self):
+            for i, image in enumerate(images):
+                yield Frame(i, i / 30, image)
+            raise OSError("camera 0: device disconnected")
+
+    source = Vanishing(shared_path(VIDEO))
+    s = run_to_outputs(Pipeline.from_set("mediapipe"), source, str(tmp_path / "c.jsonl"), str(tmp_path / "c.mp4"),
+                       progress=False)
+    assert s.frames == 8 and not s.interrupted and "failed after 8 frame(s)" in s.skipped_note
+    rows = [json.loads(ln) for ln in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 == video_frames(tmp_path / "c.mp4")
+    assert rows[-1]["skipped"]["source_error"] == "camera 0: device disconnected"
+
+
+
+def test_every_option_has_help():
+    import argparse
+
+    from pipeline.cli import build_parser
+
+    missing = []
+
+    def walk(parser, path):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, [*path, name])
+            elif a.option_strings and a.dest != "help" and not a.help:
+                missing.append(f"{' '.join(path)} {a.option_strings[0]}")
+
+    walk(build_parser(), [])
+    assert not missing, missing
+    text = subprocess.run([sys.executable, "-m", "pipeline", "run", "--help"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert text.startswith("usage: python -m pipeline run") and "(default: mediapipe)" in text

@@ -1,0 +1,70 @@
+"""A converted IR is verified before it is compiled: its own sha256 is recorded when written, a
+truncated .bin is caught (convert does not call it up to date) and rebuilt from the verified
+source; an optimized IR that cannot be rebuilt is refused with the command that remakes it.
+
+Works on a copy of one model's source in a tmp EDGEGAZE_HOME; the shared models are untouched."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from pipeline import convert, paths, runtime, zoo
+from pipeline.errors import EdgegazeError
+
+MODEL = "iris-landmark"
+
+
+@pytest.fixture
+def home(zoo_ready, tmp_path, monkeypatch):
+    spec = zoo.get(MODEL)
+    src = spec.cached(spec.files_for(spec.source_precision)[0]).parent
+    dst = tmp_path / "cache" / MODEL / src.name
+    shutil.copytree(src, dst)
+    monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def truncate(path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def test_truncated_ir_is_not_up_to_date_and_is_rebuilt(home):
+    spec = zoo.get(MODEL)
+    xml = convert.convert(spec, "FP32", log=lambda *_: None)
+    prov = json.loads((xml.parent / "provenance.json").read_text())
+    assert prov["ir_sha256"] == convert.ir_hashes(xml)
+    assert convert.ir_problem(xml) is None
+
+    truncate(xml.with_suffix(".bin"))
+    assert "truncated" in convert.ir_problem(xml)
+    said = []
+    convert.convert(spec, "FP32", log=said.append)
+    assert "rebuilding" in said[0] and convert.ir_problem(xml) is None
+
+    truncate(xml.with_suffix(".bin"))
+    compiled = runtime.load(MODEL, "FP32")  # verified before compiling: rebuilt, then it runs
+    out = compiled(np.zeros((2, 64, 64, 3), np.uint8))
+    assert all(np.isfinite(v).all() for v in out.values())
+
+
+def test_same_size_corruption_is_caught_by_the_recorded_hash(home):
+    xml = convert.convert(zoo.get(MODEL), "FP32", log=lambda *_: None)
+    runtime.load(MODEL, "FP32")  # verified once: size + mtime stamp recorded
+    data = bytearray(xml.with_suffix(".bin").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    xml.with_suffix(".bin").write_bytes(bytes(data))
+    assert "sha256" in convert.ir_problem(xml)
+
+
+def test_damaged_optimized_ir_is_refused_with_the_command(home):
+    xml = convert.convert(zoo.get(MODEL), "FP32", log=lambda *_: None)
+    int8 = paths.ir_dir(MODEL, "INT8")
+    shutil.copytree(xml.parent, int8)
+    truncate(int8 / f"{MODEL}.bin")
+    with pytest.raises(EdgegazeError, match="optimize quantize --force"):
+        runtime.load(MODEL, "INT8")
