@@ -76,7 +76,7 @@ class Pipeline:
         self.min_landmark_score, self.async_mode = min_landmark_score, async_mode
         self.names = names or {}  # stage kind -> implementation id, for reports
         # The crops are small warps (<= 192x192): OpenCV's thread pool cost more CPU than it saved
-        # (~0.9 ms per frame of process CPU measured, wall not slower); one thread, process-wide.
+        # (0.2-0.9 ms per frame of process CPU measured, wall not slower); one thread, process-wide.
         cv2.setNumThreads(1)
         self.reset()
 
