@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, shared_path
+from conftest import ROOT, shared_path
 
 BENCH = ROOT / "benchmarks"
 

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, shared_path
+from conftest import ROOT, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 

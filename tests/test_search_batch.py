@@ -12,7 +12,7 @@ import pytest
 from pipeline import profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
-from tests.conftest import shared_path
+from conftest import shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"

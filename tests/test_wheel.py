@@ -12,7 +12,7 @@ import sys
 import sysconfig
 import venv
 
-from tests.conftest import ROOT, shared_path
+from conftest import ROOT, shared_path
 
 
 def run(*cmd, **kw) -> subprocess.CompletedProcess:
