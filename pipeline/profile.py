@@ -99,7 +99,7 @@ def pipeline_kwargs(profile: dict) -> dict:
     runtime = profile.get("runtime", {})
     kw = {k: v for k, v in profile["stages"].items() if k in KINDS}
     kw.update(tracking=bool(runtime.get("tracking", True)), redetect_every=int(runtime.get("redetect_every", 30)),
-              async_mode=bool(runtime.get("async_mode", False)), threads=runtime.get("threads") or None)
+              async_mode=bool(runtime.get("async_mode", False)), threads=runtime.get("threads"))  # 0: OpenVINO chooses; absent: the edgegaze default
     return kw
 
 

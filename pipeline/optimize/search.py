@@ -24,6 +24,7 @@ import numpy as np
 
 from pipeline import paths, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.runner import DEFAULT_THREADS
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
@@ -63,7 +64,7 @@ def candidate(stages: dict, precision: dict | str, **runtime) -> dict:
     parts = [spec[k].replace("face-detection-", "fd-") for k in ("face", "landmarks", "head_pose", "gaze", "eye_state")
              if spec.get(k, "none") != "none"]
     flags = [("track" + str(rt["redetect_every"])) if rt["tracking"] else "notrack", "async" if rt["async_mode"] else "sync",
-             f"t{rt['threads'] or 'auto'}"]
+             "tauto" if rt["threads"] == 0 else f"t{rt['threads'] or DEFAULT_THREADS}"]
     return {"name": " ".join(parts + flags), "stages": spec, **rt}
 
 
@@ -145,7 +146,7 @@ def runtime_variants(c: dict, kind: str = "small") -> list[dict]:
     stages = {k: v.partition("@")[0] for k, v in c["stages"].items()}
     prec = {k: v.partition("@")[2] for k, v in c["stages"].items()}
     return [candidate(stages, prec, tracking=t, redetect_every=r, async_mode=a, threads=th)
-            for (t, r), a, th in itertools.product(tracks, (False, True), (None, 1, 2) if kind == "full" else (None, 1))]
+            for (t, r), a, th in itertools.product(tracks, (False, True), (0, 1, 2) if kind == "full" else (0, 1))]  # 0: OpenVINO chooses
 
 
 def _unique(cands: list[dict]) -> list[dict]:
