@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from pipeline import convert, stages, zoo
+from pipeline.boxes import iou
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
 from pipeline.sources import Frame, open_source  # noqa: F401  (re-exported for apps)
@@ -47,14 +48,6 @@ class FrameResult:
     ms: dict[str, float] = field(default_factory=dict)  # stage kind -> ms summed over faces
     name: str = ""
     image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing
-
-
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    x0, y0 = np.maximum(a[:2], b[:2])
-    x1, y1 = np.minimum(a[2:], b[2:])
-    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return float(inter / union) if union > 0 else 0.0
 
 
 def _timed(ms: dict, kind: str, fn, *args):

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import read_frames, shared_path
 from pipeline.outputs import SCHEMA_PATH, frame_record, run_to_outputs
-from pipeline.runner import Pipeline, iou
+from pipeline.boxes import iou
+from pipeline.runner import Pipeline
 from pipeline.sources import Frame, open_source
 
 DEMO = "video/udacity_demo_1080p.mp4"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import read_frames
-from pipeline.runner import iou
+from pipeline.boxes import iou
 
 UDACITY = "video/udacity_demo_1080p.mp4"
 EVERY5 = list(range(0, 595, 5))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
 from pipeline.stages import blazeface
 
@@ -95,15 +96,6 @@ def detections(outputs: list[np.ndarray], input_size: int, threshold: float = SC
     return boxes, np.array([score for _, score in faces], np.float32)
 
 
-def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU matrix of boxes a [N,4] and b [M,4]."""
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
-    area = lambda x: np.prod(np.clip(x[:, 2:] - x[:, :2], 0, None), axis=1)  # noqa: E731
-    return inter / (area(a)[:, None] + area(b)[None, :] - inter + 1e-12)
-
-
 def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list, input_size: int) -> dict:
     """Recall of the FP32 faces, IoU of the matched boxes (and its shortfall from 1), false positives on no-face frames."""
     found, total, ious = 0, 0, []
@@ -112,7 +104,7 @@ def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list,
         tb, _ = detections(t_out, input_size)
         total += len(rb)
         if len(rb) and len(tb):
-            m = iou(rb, tb)
+            m = iou_matrix(rb, tb)
             best = m.max(axis=1)
             found += int((best >= MATCH_IOU).sum())
             ious += best[best >= MATCH_IOU].tolist()

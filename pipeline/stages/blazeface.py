@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import openvino as ov
 
+from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face
 from pipeline.stages.base import Detector
@@ -79,17 +80,6 @@ def decode(outputs: list[np.ndarray], size: int, score_threshold: float = 0.5, m
     return weighted_nms(data[valid], scores[valid], min_iou, max_faces)
 
 
-def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one [x0,y0,x1,y1] box against (N, 4) boxes."""
-    lt = np.maximum(box[:2], boxes[:, :2])
-    rb = np.minimum(box[2:], boxes[:, 2:])
-    inter = np.prod(np.clip(rb - lt, 0, None), axis=1)
-    area = np.prod(box[2:] - box[:2])
-    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
-    union = area + areas - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
-
-
 def weighted_nms(data: np.ndarray, scores: np.ndarray, min_iou: float, max_out: int) -> list[tuple[np.ndarray, float]]:
     """MediaPipe's WEIGHTED non-maximum suppression: the best remaining detection absorbs every
     detection overlapping it by more than min_iou, and its box and keypoints become the
@@ -101,7 +91,7 @@ def weighted_nms(data: np.ndarray, scores: np.ndarray, min_iou: float, max_out: 
     data, scores = data[order], scores[order]
     out = []
     while len(scores) and len(out) < max_out:
-        overlap = _iou(data[0, :4], data[:, :4]) > min_iou
+        overlap = iou_matrix(data[0, :4], data[:, :4])[0] > min_iou
         overlap[0] = True
         w = scores[overlap]
         out.append(((data[overlap] * w[:, None]).sum(0) / w.sum(), float(scores[0])))
