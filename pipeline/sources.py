@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 import cv2
 import numpy as np
@@ -210,3 +210,13 @@ def prefetch(frames, depth: int = 4) -> Iterator[Frame]:
 
 def open_source(src: str | int | Path, max_frames: int | None = None, flip: bool = False) -> Source:
     return Source(src, max_frames=max_frames, flip=flip)
+
+
+def read_frames(src: str | int | Path, indices: Iterable[int] | Callable[[int], Iterable[int]]) -> list[tuple[int, np.ndarray]]:
+    """(index, BGR frame) of a video, image, image folder or camera at `indices`, or at the indices
+    that `indices(length)` picks from the source's length (0 where unknown, e.g. a camera); the
+    frames that cannot be read are left out. The one frame reader of calibration, crops, reports
+    and tests."""
+    source = open_source(src)
+    wanted = list(indices(len(source)) if callable(indices) else indices)
+    return [(i, f) for i, f in zip(wanted, source.frames_at(wanted)) if f is not None]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import cv2
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,17 +28,9 @@ def shared_path(rel: str) -> Path:
 
 def read_frames(rel: str, indices) -> list:
     """Decode the given frame indices of a shared video (BGR)."""
-    cap = cv2.VideoCapture(str(shared_path(rel)))
-    frames, wanted, i = [], set(indices), 0
-    while len(frames) < len(wanted):
-        ok, frame = cap.read()
-        if not ok:
-            break
-        if i in wanted:
-            frames.append(frame)
-        i += 1
-    cap.release()
-    return frames
+    from pipeline.sources import read_frames as read_at
+
+    return [f for _, f in read_at(shared_path(rel), indices)]
 
 
 @pytest.fixture(scope="session")

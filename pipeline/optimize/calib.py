@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import stages, zoo
+from pipeline import sources, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
-from pipeline.sources import open_source
 
 VAL_FRACTION = 0.25
 MIN_FRAMES = 8
@@ -46,17 +45,20 @@ def read_frames(src: str | Path, n_calib: int, n_val: int) -> tuple[list[np.ndar
     src = Path(src).expanduser()
     if not src.exists():
         raise EdgegazeError(f"calibration source {src} does not exist; pass a video, a webcam recording or an image folder")
-    source = open_source(src)
-    total = len(source)
-    if total < MIN_FRAMES:
-        raise EdgegazeError(f"calibration source {src} has {total} readable frame(s); quantization needs at least "
-                            f"{MIN_FRAMES} (calibration plus a held-out split): use a longer video or more images")
-    split = int(round(total * (1 - VAL_FRACTION)))
-    calib_idx = np.unique(np.linspace(0, split - 1, min(n_calib, split)).round().astype(int))
-    val_idx = np.unique(np.linspace(split, total - 1, min(n_val, total - split)).round().astype(int))
-    frames = source.frames_at(list(calib_idx) + list(val_idx))
-    frames = [f for f in frames if f is not None]
-    calib, val = frames[: len(calib_idx)], frames[len(calib_idx):]
+    split = 0
+
+    def pick(total: int) -> list[int]:
+        nonlocal split
+        if total < MIN_FRAMES:
+            raise EdgegazeError(f"calibration source {src} has {total} readable frame(s); quantization needs at least "
+                                f"{MIN_FRAMES} (calibration plus a held-out split): use a longer video or more images")
+        split = int(round(total * (1 - VAL_FRACTION)))
+        calib_idx = np.unique(np.linspace(0, split - 1, min(n_calib, split)).round().astype(int))
+        val_idx = np.unique(np.linspace(split, total - 1, min(n_val, total - split)).round().astype(int))
+        return [int(i) for i in calib_idx] + [int(i) for i in val_idx]
+
+    frames = sources.read_frames(src, pick)
+    calib, val = [f for i, f in frames if i < split], [f for i, f in frames if i >= split]
     if len(calib) + len(val) < MIN_FRAMES or not val:
         raise EdgegazeError(f"could only decode {len(calib) + len(val)} frame(s) of {src}; quantization needs {MIN_FRAMES}")
     return calib, val

@@ -40,10 +40,12 @@ class CropSet:
 
 def read_frames(src: str, n: int) -> list[tuple[int, int, np.ndarray]]:
     """(index, count, frame) of about `n` frames spread evenly over a video or image folder/file."""
-    source = open_source(src)
+    from pipeline.sources import read_frames as read_at
+
+    source = open_source(src)  # for its length only: the frames come from the one reader
     count = len(source) or 1
-    indices = list(range(0, count, max(1, count // n)))
-    return [(i, count, f) for i, f in zip(indices, source.frames_at(indices)) if f is not None]
+    source.close()
+    return [(i, count, f) for i, f in read_at(src, range(0, count, max(1, count // n)))]
 
 
 def _square_warp(frame, cx, cy, side, size, mirror=False):

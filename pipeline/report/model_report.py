@@ -18,10 +18,9 @@ from pathlib import Path
 import openvino as ov
 from tqdm import tqdm
 
-from pipeline import __version__, paths, runtime, zoo
+from pipeline import __version__, paths, runtime, sources, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.report import energy, flops, in_pipeline, latency, profile
-from pipeline.sources import open_source
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -69,7 +68,7 @@ def check_out_dir(out: str | Path, create: bool = True) -> Path:
 
 def read_frames(path: str | Path, n: int) -> list:
     """The first n frames of a video or image folder (a single image is used n times)."""
-    frames = [f.image for f in open_source(path, max_frames=n)]
+    frames = [f for _, f in sources.read_frames(path, lambda length: range(min(n, length) if length else n))]
     if not frames:
         raise EdgegazeError(f"cannot read any frame from {path}; pass a video, an image or an image folder with --input")
     return frames * n if len(frames) == 1 else frames
