@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import openvino as ov
 import openvino.properties as props
 import openvino.properties.hint as hints
@@ -40,6 +41,23 @@ def compile_model(
         what = model if not isinstance(model, ov.Model) else model.get_friendly_name()
         raise EdgegazeError(f"OpenVINO cannot compile {what} for {device}: {_first_line(e)}; "
                             f"try --device CPU, or rebuild the model with `edgegaze convert --force`") from None
+
+
+def copy_outputs(request: ov.InferRequest) -> list[np.ndarray]:
+    """Copies of a finished request's outputs, in output order: the request reuses its buffers on
+    the next inference."""
+    return [request.get_output_tensor(i).data.copy() for i in range(len(request.model_outputs))]
+
+
+def infer_each(compiled: ov.CompiledModel, items: list) -> list[list[np.ndarray]]:
+    """Outputs (copied, in output order) of one synchronous inference per item; an item is the
+    model's inputs (an array, a list or dict, or a tuple in input order)."""
+    request = compiled.create_infer_request()
+    out = []
+    for x in items:
+        request.infer(list(x) if isinstance(x, tuple) else x)
+        out.append(copy_outputs(request))
+    return out
 
 
 def _first_line(e: Exception) -> str:

@@ -59,12 +59,7 @@ def run_items(model: ov.Model | ov.CompiledModel | Path, items: list) -> list[li
         compiled = model
     else:
         compiled = _eval_core().compile_model(model if isinstance(model, ov.Model) else str(model), "CPU", EVAL_CONFIG)
-    req = compiled.create_infer_request()
-    out = []
-    for x in items:
-        req.infer(list(x) if isinstance(x, tuple) else x)
-        out.append([req.get_output_tensor(i).data.copy() for i in range(len(compiled.outputs))])
-    return out
+    return runtime.infer_each(compiled, items)
 
 
 class Scorer:

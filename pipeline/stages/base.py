@@ -15,6 +15,7 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import Face, FaceResult
+from pipeline.runtime import copy_outputs
 
 
 class Stage(ABC):
@@ -32,7 +33,7 @@ class Stage(ABC):
         t = time.perf_counter()
         self.request.infer(inputs)
         self.infer_ms += (time.perf_counter() - t) * 1e3
-        return [self.request.get_output_tensor(i).data.copy() for i in range(len(self.compiled.outputs))]
+        return copy_outputs(self.request)
 
 
 class Detector(Stage):
