@@ -57,13 +57,13 @@ def sources():
 @pytest.mark.parametrize("model_id", ["face-landmark", "iris-landmark"])
 def test_torch_form_matches_ir_on_real_crops(zoo_ready, torch_mod, sources, model_id):
     from pipeline import zoo
-    from pipeline.optimize import crops, distill, prune, torch_forms
-    from pipeline.runtime import ir_file
+    from pipeline.optimize import crops, distill, torch_forms
+    from pipeline.runtime import compile_model, ir_file
 
     spec = zoo.get(model_id)
     data = crops.cut(model_id, sources[:1], max_frames=6, jitter=0)
     module, _ = torch_forms.build(model_id)
-    ir = prune.f32_compile(ir_file(model_id, "FP32"))
+    ir = compile_model(ir_file(model_id, "FP32"))
     for img in data.images[:6]:
         batch = np.repeat(img[None], spec.batch, 0)
         ref = ir([batch])

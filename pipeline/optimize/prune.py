@@ -48,11 +48,6 @@ def default_tag(method: str, ratio: float, then_int8: bool = False) -> str:
     return tag + ("-INT8" if then_int8 else "")
 
 
-def f32_compile(model):
-    """Compile at f32 inference precision: this CPU defaults to bf16, too coarse for 1e-4 checks."""
-    return core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-
-
 # ---------------------------------------------------------------- measurements
 
 def ir_stats(xml: Path) -> dict:
@@ -229,7 +224,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
     teacher, example = build(model_id)
     t_ho = distill.run(teacher, x[ho])
     # the PyTorch form against the FP32 IR on the held-out crops (f32 inference)
-    ir = f32_compile(ir_file(model_id, "FP32"))
+    ir = compile_model(ir_file(model_id, "FP32"))
     feed_batch = spec.batch
     form_err = 0.0
     for i in np.flatnonzero(ho)[:8]:
@@ -307,7 +302,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
     log(f"{model_id}: wrote {xml}")
 
     # the exported IR against the original, as the pipeline runs them (u8 BGR in)
-    pruned_ir = f32_compile(xml)
+    pruned_ir = compile_model(xml)
     outs = [pruned_ir([np.repeat(data.images[i:i + 1], spec.batch, 0)]) for i in np.flatnonzero(ho)]
     ir_out = [np.concatenate([o[k].reshape(1, -1)[:, :t_ho[k][0].size] for o in outs]).reshape(t_ho[k].shape)
               for k in range(len(t_ho))]
