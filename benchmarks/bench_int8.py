@@ -21,9 +21,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from _common import machine, markdown_table, write_results  # noqa: E402
-from pipeline import paths, runtime, zoo  # noqa: E402
+from pipeline import paths, zoo  # noqa: E402
 from pipeline.optimize.calib import Calibration  # noqa: E402
-from pipeline.report.latency import interleaved  # noqa: E402
+from pipeline.report.latency import interleaved_irs  # noqa: E402
 
 # edgegaze runs non-quantized layers in f32; OpenVINO's own default is bf16 on CPUs with native
 # bf16. "FP32 plugin-default" times the FP32 IR that way too.
@@ -31,15 +31,10 @@ LABELS = ("FP32", "FP32 plugin-default", "INT8", "FP16-INT8")
 DEFAULT_VIDEO = Path(__file__).resolve().parents[2] / "shared" / "data" / "video" / "webcam_640x480.mp4"
 
 
-def _compile(xml: Path, threads: int, plugin_default: bool):
-    return runtime.compile_model(xml, threads=threads, inference_precision=None if plugin_default else "f32")
-
-
 def bench(xmls: dict[str, Path], item, threads: int, seconds: float) -> dict[str, list[float]]:
     """Labels ending in ' plugin-default' run with OpenVINO's default inference precision."""
-    reqs = {k: _compile(p, threads, k.endswith(" plugin-default")).create_infer_request() for k, p in xmls.items()}
-    return interleaved(reqs, list(item) if isinstance(item, tuple) else item, seconds, warmup=5,
-                       min_rounds=20, max_rounds=500)
+    return interleaved_irs(xmls, item, threads, seconds, warmup=5, min_rounds=20, max_rounds=500,
+                           plugin_default={k for k in xmls if k.endswith(" plugin-default")})
 
 
 def main() -> None:

@@ -36,11 +36,12 @@ from pipeline.errors import EdgegazeError
 from pipeline.optimize import crops, distill, refit
 from pipeline.optimize.channels import BLOCK
 from pipeline.optimize.torch_forms import build, check_supported, require_torch, to_ov
-from pipeline.report.latency import interleaved
+from pipeline.report.latency import interleaved_irs, p50_ms
 from pipeline.runtime import compile_model, core, ir_file
 
 METHODS = ("unstructured", "structured")
 SENSITIVITY_CROPS = 400  # held-out crops per sensitivity pass; more only slows the analysis
+LATENCY_ROUNDS = 150  # interleaved rounds per latency figure (FP32 and pruned, at 1 and 2 threads)
 
 
 def default_tag(method: str, ratio: float, then_int8: bool = False) -> str:
@@ -79,13 +80,6 @@ def ir_stats(xml: Path) -> dict:
     return {"params": params, "params_nonzero": params - zeros, "sparsity": round(zeros / max(params, 1), 4),
             "macs": macs, "macs_nonzero": macs_nz, "size_bytes": raw, "size_gzip_bytes": packed,
             "layer_sparsity": layers}
-
-
-def latency_p50(xmls: dict[str, Path], feed, threads: int, rounds: int = 150) -> dict[str, float]:
-    """p50 ms per model, the models timed interleaved."""
-    reqs = {k: compile_model(p, threads=threads).create_infer_request() for k, p in xmls.items()}
-    times = interleaved(reqs, feed, seconds=0.0, warmup=10, min_rounds=rounds, max_rounds=rounds)
-    return {k: round(float(np.median(v)), 4) for k, v in times.items()}
 
 
 def conv_times(ov_model: ov.Model, feed, runs: int = 60) -> dict[str, float]:
@@ -315,7 +309,9 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
         feed = np.repeat(data.images[:1], spec.batch, 0)
         lat = {}
         for threads in (1, 2):
-            p50 = latency_p50({"FP32": ir_file(model_id, "FP32"), tag: xml}, feed, threads)
+            times = interleaved_irs({"FP32": ir_file(model_id, "FP32"), tag: xml}, feed, threads, seconds=0.0,
+                                    warmup=10, min_rounds=LATENCY_ROUNDS, max_rounds=LATENCY_ROUNDS)
+            p50 = p50_ms(times, digits=4)
             lat[f"{threads}t"] = {"fp32_ms": p50["FP32"], "pruned_ms": p50[tag],
                                   "speedup": round(p50["FP32"] / p50[tag], 3)}
         report["latency_p50"] = lat

@@ -33,7 +33,7 @@ from pipeline import __version__, convert, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics, sensitivity
 from pipeline.optimize.calib import Calibration, Items
-from pipeline.report.latency import interleaved
+from pipeline.report.latency import interleaved_irs, p50_ms
 
 PRESETS = {"performance": nncf.QuantizationPreset.PERFORMANCE, "mixed": nncf.QuantizationPreset.MIXED}
 MAX_FP32_SHARE = 0.25  # sensitivity search: at most this share of layers back in FP32
@@ -148,13 +148,6 @@ def _dir_mb(model_id: str, precision: str) -> float | None:
     d = paths.ir_dir(model_id, precision)
     files = [d / f"{model_id}.xml", d / f"{model_id}.bin"]
     return round(sum(f.stat().st_size for f in files) / 1e6, 3) if all(f.exists() for f in files) else None
-
-
-def latency_p50(xmls: dict[str, Path], item, threads: int, seconds: float = 2.0) -> dict[str, float]:
-    """p50 ms per model, the models timed interleaved."""
-    reqs = {k: runtime.compile_model(p, threads=threads).create_infer_request() for k, p in xmls.items()}
-    times = interleaved(reqs, list(item) if isinstance(item, tuple) else item, seconds)
-    return {k: round(float(np.median(v)), 3) for k, v in times.items()}
 
 
 def _provenance(spec, cal: Calibration, preset, budget, ignore) -> dict:
@@ -281,7 +274,7 @@ def quantize_model(spec: zoo.ModelSpec, cal: Calibration, preset: str = "perform
         xmls = {p: paths.ir_path(spec.id, p) for p in ("FP32", "INT8", INTEL_INT8) if paths.ir_path(spec.id, p).exists()}
         if not ok:
             xmls.pop("INT8", None)
-        report["latency_p50_ms"] = {str(n): latency_p50(xmls, items.val[0], n) for n in (1, 2)}
+        report["latency_p50_ms"] = {str(n): p50_ms(interleaved_irs(xmls, items.val[0], n)) for n in (1, 2)}
     report["total_s"] = round(time.time() - t_start, 1)
     if report_dir is not None:
         _write_report(report, report_dir)

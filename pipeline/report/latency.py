@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -144,3 +145,22 @@ def interleaved(requests: dict[str, ov.InferRequest], feed, seconds: float = 2.0
             r.infer(feed)
             times[k].append((time.perf_counter() - t) * 1e3)
     return times
+
+
+def interleaved_irs(xmls: dict[str, Path], feed, threads: int, seconds: float = 2.0, warmup: int = 3,
+                    min_rounds: int = 10, max_rounds: int = 200, plugin_default: frozenset | set = frozenset()
+                    ) -> dict[str, list[float]]:
+    """ms per inference of several IRs (by label), each compiled as edgegaze deploys it at
+    `threads` (the labels in `plugin_default` at OpenVINO's default inference precision instead)
+    and timed interleaved on the same input; a tuple input is the inputs in order."""
+    from pipeline.runtime import compile_model
+
+    reqs = {k: compile_model(p, threads=threads, inference_precision=None if k in plugin_default else "f32")
+            .create_infer_request() for k, p in xmls.items()}
+    return interleaved(reqs, list(feed) if isinstance(feed, tuple) else feed, seconds, warmup=warmup,
+                       min_rounds=min_rounds, max_rounds=max_rounds)
+
+
+def p50_ms(times: dict[str, list[float]], digits: int = 3) -> dict[str, float]:
+    """The median of each label's times, rounded."""
+    return {k: round(float(np.median(v)), digits) for k, v in times.items()}
