@@ -171,9 +171,9 @@ def structured(zoo_ready, torch_mod, sources):
 
 
 def test_unstructured_50_zeroes_half_the_weights_of_the_exported_ir(unstructured):
-    from pipeline.optimize.prune import ir_stats
+    from pipeline.report.flops import weight_stats
 
-    stats = ir_stats(paths.ir_path("iris-landmark", "TEST-PRUNED50"))
+    stats = weight_stats(paths.ir_path("iris-landmark", "TEST-PRUNED50"))
     assert stats["sparsity"] >= 0.499  # global magnitude: half of all conv weights, counted in the IR itself
     assert unstructured["nncf_sparsity"] >= 0.499
     assert stats["params"] == unstructured["dense"]["params"]  # same shapes, only zeros

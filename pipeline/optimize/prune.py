@@ -21,7 +21,6 @@ leaves no half-written IR.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import tempfile
@@ -36,8 +35,10 @@ from pipeline.errors import EdgegazeError
 from pipeline.optimize import crops, distill, refit
 from pipeline.optimize.channels import BLOCK
 from pipeline.optimize.torch_forms import build, check_supported, require_torch, to_ov
+from pipeline.report.flops import weight_stats
 from pipeline.report.latency import interleaved_irs, p50_ms
-from pipeline.runtime import compile_model, core, ir_file
+from pipeline.report.profile import layer_times_us
+from pipeline.runtime import compile_model, ir_file
 
 METHODS = ("unstructured", "structured")
 SENSITIVITY_CROPS = 400  # held-out crops per sensitivity pass; more only slows the analysis
@@ -51,58 +52,11 @@ def default_tag(method: str, ratio: float, then_int8: bool = False) -> str:
 
 # ---------------------------------------------------------------- measurements
 
-def ir_stats(xml: Path) -> dict:
-    """Weights of the IR's convolutions/MatMuls: params, zeros, MACs; file sizes raw and gzip."""
-    model = core().read_model(str(xml))
-    params = zeros = macs = macs_nz = 0
-    layers = {}
-    for op in model.get_ordered_ops():
-        t = op.get_type_name()
-        if t not in ("Convolution", "GroupConvolution", "MatMul"):
-            continue
-        w = op.input_value(1).get_node()
-        # FP16/INT8 weights sit behind Convert (and Subtract/Multiply dequantization or FakeQuantize)
-        while w.get_type_name() in ("Convert", "Subtract", "Multiply", "FakeQuantize"):
-            w = w.input_value(0).get_node()
-        if w.get_type_name() != "Constant":
-            continue
-        data = w.get_data()
-        out = op.get_output_shape(0)
-        spatial = int(np.prod(list(out)[2:])) if t != "MatMul" else 1
-        nz = int(np.count_nonzero(data))
-        params += data.size
-        zeros += data.size - nz
-        macs += data.size * spatial
-        macs_nz += nz * spatial
-        layers[op.get_friendly_name()] = round(1 - nz / data.size, 4)
-    raw = sum(p.stat().st_size for p in (xml, xml.with_suffix(".bin")))
-    packed = sum(len(gzip.compress(p.read_bytes(), 6)) for p in (xml, xml.with_suffix(".bin")))
-    return {"params": params, "params_nonzero": params - zeros, "sparsity": round(zeros / max(params, 1), 4),
-            "macs": macs, "macs_nonzero": macs_nz, "size_bytes": raw, "size_gzip_bytes": packed,
-            "layer_sparsity": layers}
-
-
 def conv_times(ov_model: ov.Model, feed, runs: int = 60) -> dict[str, float]:
     """Measured µs per conv key of the torch form (OpenVINO profiling, 1 thread), plus '_total':
     the median over runs, so that one slow run on a busy machine does not change the plan."""
-    from pipeline.runtime import compile_model as cm
-
-    req = cm(ov_model, threads=1, profile=True).create_infer_request()
-    per_run: list[dict[str, float]] = []
-    for i in range(runs + 3):
-        req.infer(feed)
-        if i < 3:
-            continue
-        acc: dict[str, float] = {}
-        for p in req.profiling_info:
-            us = p.real_time.total_seconds() * 1e6
-            acc["_total"] = acc.get("_total", 0.0) + us
-            name = p.node_name
-            if "convs.n_" in name:
-                key = "n_" + name.split("convs.n_")[1].split("/")[0]
-                acc[key] = acc.get(key, 0.0) + us
-        per_run.append(acc)
-    return {k: float(np.median([r.get(k, 0.0) for r in per_run])) for k in per_run[0]}
+    return layer_times_us(ov_model, feed, lambda name: "n_" + name.split("convs.n_")[1].split("/")[0]
+                          if "convs.n_" in name else None, runs=runs)
 
 
 # ---------------------------------------------------------------- sensitivity
@@ -301,7 +255,7 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
     ir_out = [np.concatenate([o[k].reshape(1, -1)[:, :t_ho[k][0].size] for o in outs]).reshape(t_ho[k].shape)
               for k in range(len(t_ho))]
     report["error_exported_ir"] = distill.error(model_id, ir_out, t_ho, data.iod[ho])
-    dense, pruned = ir_stats(ir_file(model_id, "FP32")), ir_stats(xml)
+    dense, pruned = weight_stats(ir_file(model_id, "FP32")), weight_stats(xml)
     report["dense"], report["pruned"] = dense, pruned
     report["estimated_speedup_flops"] = round(dense["macs"] / max(pruned["macs"], 1), 3)
     report["size_ratio_gzip"] = round(dense["size_gzip_bytes"] / pruned["size_gzip_bytes"], 3)

@@ -25,6 +25,7 @@ This reproduces the published OMZ GFLOPs within 0.3% (see tests/test_report.py).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+import gzip
 from functools import lru_cache
 from pathlib import Path
 
@@ -280,3 +281,24 @@ def _count_cached(path: str, mtime: float) -> ModelCount:
 def count_ir(path: str | Path) -> ModelCount:
     """count() of an IR file, cached per file version (reports and benchmarks ask repeatedly)."""
     return _count_cached(str(path), Path(path).stat().st_mtime)
+
+
+WEIGHT_OPS = ("Convolution", "GroupConvolution", "MatMul")
+
+
+def weight_stats(xml: Path) -> dict:
+    """What pruning changes in an IR: the weights of its convolutions and MatMuls (elements,
+    non-zero elements, MACs and non-zero MACs per sample, by count()'s rule, and each layer's
+    share of zero weights) and the IR's file size, raw and gzip-compressed (zeros compress)."""
+    model = count_ir(xml)
+    batch = max(1, _read(str(xml)).inputs[0].get_partial_shape()[0].get_length())
+    layers = [la for la in model.layers if la.type in WEIGHT_OPS and la.params]
+    params = sum(la.params for la in layers)
+    nonzero = sum(la.nonzero_params for la in layers)
+    files = (Path(xml), Path(xml).with_suffix(".bin"))
+    return {"params": params, "params_nonzero": nonzero, "sparsity": round((params - nonzero) / max(params, 1), 4),
+            "macs": sum(la.macs for la in layers) // batch,
+            "macs_nonzero": int(round(sum(la.nonzero_macs for la in layers) / batch)),
+            "size_bytes": sum(p.stat().st_size for p in files),
+            "size_gzip_bytes": sum(len(gzip.compress(p.read_bytes(), 6)) for p in files),
+            "layer_sparsity": {la.name: round(1 - la.nonzero_params / la.params, 4) for la in layers}}

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
+import numpy as np
 import openvino as ov
 
 
@@ -68,3 +70,27 @@ def profile(compiled: ov.CompiledModel, inputs: list[dict], iterations: int = 10
         by_precision[layer.precision] += layer.share
         by_type[layer.type] += layer.share
     return Profile(iterations, total, layers, dict(by_precision), dict(sorted(by_type.items(), key=lambda kv: -kv[1])))
+
+
+def layer_times_us(model: ov.Model, feed, key: Callable[[str], str | None], runs: int = 60,
+                   warmup: int = 3) -> dict[str, float]:
+    """µs per inference summed per key(node name) (None: only in the total), plus '_total' over
+    every layer: the median over `runs` profiled inferences at 1 thread, so that one slow run on a
+    busy machine does not move the figures."""
+    from pipeline.runtime import compile_model
+
+    request = compile_model(model, threads=1, profile=True).create_infer_request()
+    per_run: list[dict[str, float]] = []
+    for i in range(runs + warmup):
+        request.infer(feed)
+        if i < warmup:
+            continue
+        acc: dict[str, float] = defaultdict(float)
+        for info in request.profiling_info:
+            us = info.real_time.total_seconds() * 1e6
+            acc["_total"] += us
+            k = key(info.node_name)
+            if k is not None:
+                acc[k] += us
+        per_run.append(acc)
+    return {k: float(np.median([r.get(k, 0.0) for r in per_run])) for k in per_run[0]}
