@@ -87,7 +87,8 @@ def main() -> int:
     reports = []
     for run in args.only or RUNS:
         model_id, method, ratio, steps, frames = (run.split(":") + ["1600", "960"])[:5]
-        r = prune.prune(model_id, method, float(ratio), sources, steps=int(steps), max_frames=int(frames))
+        r = prune.prune(model_id, prune.PruneOptions(method=method, ratio=float(ratio), calib=sources, steps=int(steps),
+                                                     max_frames=int(frames)))
         r["verdict"] = verdict(r)
         png = paths.ir_dir(model_id, r["tag"]) / "sensitivity.png"
         if png.exists():

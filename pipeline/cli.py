@@ -207,9 +207,10 @@ def _optimize_quantize(args) -> int:
 def _optimize_prune(args) -> int:
     from pipeline.optimize import prune
 
-    report = prune.prune(args.model, args.method, args.ratio, args.calib, steps=args.steps, then_int8=args.then_int8,
-                         tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
-                         block=args.channel_block, refit_convs=args.refit, focus=args.focus)
+    options = prune.PruneOptions(method=args.method, ratio=args.ratio, calib=args.calib, steps=args.steps,
+                                 then_int8=args.then_int8, tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
+                                 block=args.channel_block, refit_convs=args.refit, focus=args.focus)
+    report = prune.prune(args.model, options)
     print(prune.markdown([report]), end="")
     return 0
 

@@ -32,16 +32,17 @@ def test_bad_arguments_are_one_line_errors(zoo_ready):
     pytest.importorskip("torch", reason="torch not installed: pip install -e .[torch]")
     from pipeline.optimize import prune
 
+    options = prune.PruneOptions
     with pytest.raises(EdgegazeError, match="between 0 and 1"):
-        prune.prune("face-landmark", "structured", 1.0, "x")
+        prune.prune("face-landmark", options(method="structured", ratio=1.0, calib="x"))
     with pytest.raises(EdgegazeError, match="unknown model"):
-        prune.prune("no-such-model", "structured", 0.3, "x")
+        prune.prune("no-such-model", options(method="structured", ratio=0.3, calib="x"))
     with pytest.raises(EdgegazeError, match="no PyTorch form"):
-        prune.prune("face-detection-adas-0001", "unstructured", 0.5, "x")
+        prune.prune("face-detection-adas-0001", options(method="unstructured", ratio=0.5, calib="x"))
     with pytest.raises(EdgegazeError, match="unknown pruning method"):
-        prune.prune("face-landmark", "filters", 0.5, "x")
+        prune.prune("face-landmark", options(method="filters", ratio=0.5, calib="x"))
     with pytest.raises(EdgegazeError, match="--focus must be >= 0"):
-        prune.prune("iris-landmark", "structured", 0.2, "x", focus=-1)
+        prune.prune("iris-landmark", options(method="structured", ratio=0.2, calib="x", focus=-1))
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +151,8 @@ def _run(model_id, method, ratio, tag, sources, **kw):
     from pipeline.optimize import prune
 
     try:
-        return prune.prune(model_id, method, ratio, sources, tag=tag, max_frames=24, latency=False, log=lambda *_: None, **kw)
+        options = prune.PruneOptions(method=method, ratio=ratio, calib=sources, tag=tag, max_frames=24, latency=False, **kw)
+        return prune.prune(model_id, options, log=lambda *_: None)
     except Exception:
         shutil.rmtree(paths.ir_dir(model_id, tag), ignore_errors=True)
         raise

@@ -21,11 +21,14 @@ leaves no half-written IR.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import openvino as ov
@@ -131,136 +134,236 @@ def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
 
 # ---------------------------------------------------------------- the command
 
-def _validate(model_id: str, method: str, ratio: float, steps: int, block: int, focus: float) -> zoo.ModelSpec:
-    if method not in METHODS:
-        raise EdgegazeError(f"unknown pruning method '{method}'; use one of: {', '.join(METHODS)}")
-    if not 0.0 < float(ratio) < 1.0:
-        raise EdgegazeError(f"--ratio must be between 0 and 1 (exclusive), got {ratio}")
-    if steps < 0:
-        raise EdgegazeError(f"--steps must be >= 0, got {steps}")
-    if block < 1:
-        raise EdgegazeError(f"--channel-block must be >= 1, got {block}")
-    if focus < 0:
-        raise EdgegazeError(f"--focus must be >= 0, got {focus}")
-    require_torch()
-    return check_supported(model_id)
+@dataclass(frozen=True, kw_only=True)
+class PruneOptions:
+    """What `prune` does to a model: keyword-only, checked when made (as NNCF's parameters); the
+    defaults are the CLI's."""
+
+    method: str  # one of METHODS
+    ratio: float  # unstructured: share of weights zeroed; structured: share of measured time removed
+    calib: tuple[str, ...] | list[str] | str  # videos or image folders with faces (a string may be comma-separated)
+    steps: int = 1600  # distillation steps (batch 16)
+    then_int8: bool = False  # quantize the pruned model (tag gets -INT8)
+    tag: str | None = None  # precision tag of the output; default_tag() when None
+    per_unit: str = "sensitivity"  # structured: "sensitivity" (per-unit ratios) or "uniform"
+    max_frames: int = 960  # frames sampled from the sources
+    lr: float = 5e-4
+    latency: bool = True  # measure p50 latency of FP32 and pruned IR at 1 and 2 threads
+    block: int = BLOCK  # structured: channel counts stay a multiple of this
+    refit_convs: bool = True  # structured: least-squares refit before distillation
+    focus: float = 1.0  # extra distillation weight on the outputs the pipeline reads
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise EdgegazeError(f"unknown pruning method '{self.method}'; use one of: {', '.join(METHODS)}")
+        if not 0.0 < float(self.ratio) < 1.0:
+            raise EdgegazeError(f"--ratio must be between 0 and 1 (exclusive), got {self.ratio}")
+        if self.steps < 0:
+            raise EdgegazeError(f"--steps must be >= 0, got {self.steps}")
+        if self.block < 1:
+            raise EdgegazeError(f"--channel-block must be >= 1, got {self.block}")
+        if self.focus < 0:
+            raise EdgegazeError(f"--focus must be >= 0, got {self.focus}")
+        calib = [self.calib] if isinstance(self.calib, str) else self.calib
+        object.__setattr__(self, "calib", tuple(s for c in calib for s in str(c).split(",") if s.strip()))
+
+    @property
+    def out_tag(self) -> str:
+        return (self.tag or default_tag(self.method, self.ratio, self.then_int8)).upper()
 
 
-def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, steps: int = 1600, then_int8: bool = False,
-          tag: str | None = None, per_unit: str = "sensitivity", max_frames: int = 960, lr: float = 5e-4,
-          latency: bool = True, block: int = BLOCK, refit_convs: bool = True, focus: float = 1.0, log=print) -> dict:
+@dataclass
+class _Run:
+    """One pruning run: the model, its crops (training / held-out) and the teacher."""
+
+    model_id: str
+    spec: zoo.ModelSpec
+    opts: PruneOptions
+    data: crops.CropSet
+    x: np.ndarray  # the crops as model input
+    teacher: object
+    example: object
+    t_ho: list  # the teacher's outputs on the held-out crops
+    log: Callable
+
+    @property
+    def tr(self) -> np.ndarray:
+        return ~self.data.heldout
+
+    @property
+    def ho(self) -> np.ndarray:
+        return self.data.heldout
+
+    def error(self, student) -> float:
+        """Held-out error of a student against the teacher."""
+        return distill.error(self.model_id, distill.run(student, self.x[self.ho]), self.t_ho, self.data.iod[self.ho])
+
+    def recover(self, student) -> None:
+        """Distillation from the teacher on the training crops."""
+        o = self.opts
+        distill.distill(student, self.teacher, self.data.images[self.tr], self.spec.input, o.steps, lr=o.lr,
+                        focus=o.focus, model_id=self.model_id, log=self.log)
+
+
+def prune(model_id: str, options: PruneOptions, log=print) -> dict:
     """Prune one zoo model, recover by distillation, export IR; returns the report (also written
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
-    spec = _validate(model_id, method, ratio, steps, block, focus)
-    torch = require_torch()
-    import copy
-
-    torch.manual_seed(0)
-    sources = [s for s in ([calib] if isinstance(calib, str) else calib) for s in str(s).split(",") if s.strip()]
-    if not sources:
-        raise EdgegazeError("--calib needs a video file or image folder with faces")
-    tag = (tag or default_tag(method, ratio, then_int8)).upper()
+    require_torch()
+    spec = check_supported(model_id)
     t_start = time.perf_counter()
+    run = _load(model_id, spec, options, log)
+    report = _report_head(run, _form_error(run))
+    folder_tmp = Path(tempfile.mkdtemp(prefix="edgegaze-prune-"))
+    if options.method == "unstructured":
+        student = _prune_unstructured(run, report)
+    else:
+        student = _prune_structured(run, report, folder_tmp)
+    log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
+        f"{report['error_after']:.3f} after {options.steps} distillation steps ({report['metric']})")
+    xml = _export(run, student, report)
+    _measure(run, xml, report)
+    report["seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_report(report, xml.parent, folder_tmp)
+    report["ir"] = str(xml)
+    return report
 
-    data = crops.cut(model_id, sources, max_frames=max_frames)
+
+def _load(model_id: str, spec: zoo.ModelSpec, opts: PruneOptions, log) -> _Run:
+    """Crops from the sources (training and held-out), the teacher and its held-out outputs."""
+    torch = require_torch()
+    torch.manual_seed(0)
+    if not opts.calib:
+        raise EdgegazeError("--calib needs a video file or image folder with faces")
+    data = crops.cut(model_id, list(opts.calib), max_frames=opts.max_frames)
     x = crops.to_model_input(data.images, spec.input)
     tr, ho = ~data.heldout, data.heldout
     if ho.sum() == 0 or tr.sum() == 0:
-        raise EdgegazeError(f"too few faces in {', '.join(sources)} for a train/held-out split; use a longer video")
-    log(f"{model_id}: {tr.sum()} training and {ho.sum()} held-out crops from {len(sources)} source(s)")
-
+        raise EdgegazeError(f"too few faces in {', '.join(opts.calib)} for a train/held-out split; use a longer video")
+    log(f"{model_id}: {tr.sum()} training and {ho.sum()} held-out crops from {len(opts.calib)} source(s)")
     teacher, example = build(model_id)
-    t_ho = distill.run(teacher, x[ho])
-    # the PyTorch form against the FP32 IR on the held-out crops (f32 inference)
-    ir = compile_model(ir_file(model_id, "FP32"))
-    feed_batch = spec.batch
+    return _Run(model_id, spec, opts, data, x, teacher, example, distill.run(teacher, x[ho]), log)
+
+
+def _form_error(run: _Run) -> float:
+    """The PyTorch form against the FP32 IR on held-out crops (f32 inference): max abs difference."""
+    ir = compile_model(ir_file(run.model_id, "FP32"))
     form_err = 0.0
-    for i in np.flatnonzero(ho)[:8]:
-        imgs = np.repeat(data.images[i:i + 1], feed_batch, 0)
+    for i in np.flatnonzero(run.ho)[:8]:
+        imgs = np.repeat(run.data.images[i:i + 1], run.spec.batch, 0)
         ref = ir([imgs])
-        out = distill.run(teacher, crops.to_model_input(imgs, spec.input))
+        out = distill.run(run.teacher, crops.to_model_input(imgs, run.spec.input))
         form_err = max(form_err, max(float(np.abs(o.reshape(ref[k].shape) - ref[k]).max()) for k, o in enumerate(out)))
-    log(f"{model_id}: PyTorch form vs FP32 IR max abs difference {form_err:.2e}")
+    run.log(f"{run.model_id}: PyTorch form vs FP32 IR max abs difference {form_err:.2e}")
+    return form_err
 
-    report: dict = {"model_id": model_id, "tag": tag, "method": method, "ratio": ratio, "steps": steps,
-                    "frames": max_frames, "focus": focus if model_id in distill.USED else None, "calib": sources,
-                    "crops": {"train": int(tr.sum()), "heldout": int(ho.sum())},
-                    "torch_form_max_abs_diff": form_err,
-                    "metric": "% IOD" if model_id != "head-pose-estimation-adas-0001" else "degrees"}
-    folder_tmp = Path(tempfile.mkdtemp(prefix="edgegaze-prune-"))
-    if method == "unstructured":
-        import nncf
 
-        student = nncf.prune(copy.deepcopy(teacher), nncf.PruneMode.UNSTRUCTURED_MAGNITUDE_GLOBAL, ratio=ratio,
-                             examples_inputs=example)
-        has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in student.modules())
-        if has_bn:
-            loader = [torch.from_numpy(x[tr][i:i + 16]) for i in range(0, int(tr.sum()), 16)]
-            nncf.batch_norm_adaptation(student, nncf.Dataset(loader), num_iterations=len(loader))
-        report["batch_norm_adaptation"] = has_bn
-        report["error_before"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-        distill.distill(student, teacher, data.images[tr], spec.input, steps, lr=lr, focus=focus, model_id=model_id, log=log)
-        report["error_after"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-        stat = nncf.pruning_statistic(student)
-        report["nncf_sparsity"] = round(stat.pruning_ratio, 4)
-        report["nncf_layer_sparsity"] = {s.tensor_name: round(s.pruned_ratio, 4) for s in stat.pruned_tensors}
-        student = nncf.strip(student, do_copy=False, example_input=example)
+def _report_head(run: _Run, form_err: float) -> dict:
+    model_id, o = run.model_id, run.opts
+    return {"model_id": model_id, "tag": o.out_tag, "method": o.method, "ratio": o.ratio, "steps": o.steps,
+            "frames": o.max_frames, "focus": o.focus if model_id in distill.USED else None, "calib": list(o.calib),
+            "crops": {"train": int(run.tr.sum()), "heldout": int(run.ho.sum())},
+            "torch_form_max_abs_diff": form_err,
+            "metric": "% IOD" if model_id != "head-pose-estimation-adas-0001" else "degrees"}
+
+
+def _prune_unstructured(run: _Run, report: dict):
+    """nncf.prune (global magnitude), batch-norm adaptation where there is batch norm,
+    distillation with the masks on, nncf.strip."""
+    import nncf
+
+    torch = require_torch()
+    student = nncf.prune(copy.deepcopy(run.teacher), nncf.PruneMode.UNSTRUCTURED_MAGNITUDE_GLOBAL, ratio=run.opts.ratio,
+                         examples_inputs=run.example)
+    has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in student.modules())
+    if has_bn:
+        x_tr = run.x[run.tr]
+        loader = [torch.from_numpy(x_tr[i:i + 16]) for i in range(0, len(x_tr), 16)]
+        nncf.batch_norm_adaptation(student, nncf.Dataset(loader), num_iterations=len(loader))
+    report["batch_norm_adaptation"] = has_bn
+    report["error_before"] = run.error(student)
+    run.recover(student)
+    report["error_after"] = run.error(student)
+    stat = nncf.pruning_statistic(student)
+    report["nncf_sparsity"] = round(stat.pruning_ratio, 4)
+    report["nncf_layer_sparsity"] = {s.tensor_name: round(s.pruned_ratio, 4) for s in stat.pruned_tensors}
+    return nncf.strip(student, do_copy=False, example_input=run.example)
+
+
+def _prune_structured(run: _Run, report: dict, folder_tmp: Path):
+    """Whole channel blocks out (per-unit ratios from the sensitivity analysis, or uniform), a
+    least-squares refit of the convolutions that follow, distillation."""
+    from pipeline.optimize.channels import ChannelGraph
+
+    torch = require_torch()
+    o, x_tr = run.opts, run.x[run.tr]
+    graph = ChannelGraph(run.teacher, run.example)
+    scores = graph.importance([torch.from_numpy(x_tr[i:i + 32]) for i in range(0, min(len(x_tr), 128), 32)])
+    if o.per_unit == "sensitivity":
+        ratios = _sensitivity_plan(run, graph, scores, report, folder_tmp)
     else:
-        from pipeline.optimize.channels import ChannelGraph
+        ratios = {i: o.ratio for i in range(len(graph.units))}
+    student = graph.apply(graph.plan(ratios, scores, o.block))
+    report["channel_block"] = o.block
+    report["units_pruned"] = {graph.units[i].name: r for i, r in ratios.items()}
+    report["error_before"] = run.error(student)
+    if o.refit_convs:
+        refit.refit(student, run.teacher, x_tr[:: max(1, len(x_tr) // 128)][:128], log=run.log)
+        report["error_refit"] = run.error(student)
+    run.recover(student)
+    report["error_after"] = run.error(student)
+    return student
 
-        graph = ChannelGraph(teacher, example)
-        scores = graph.importance([torch.from_numpy(x[tr][i:i + 32]) for i in range(0, min(int(tr.sum()), 128), 32)])
-        feed = np.repeat(data.images[:1], spec.batch, 0)
-        if per_unit == "sensitivity":
-            times = conv_times(to_ov(teacher, spec), feed)
-            # a stride through the held-out crops leaves at most SENSITIVITY_CROPS for the one pass per unit and level
-            sub = slice(None, None, max(1, int(ho.sum()) // SENSITIVITY_CROPS + 1))
-            rows = sensitivity(model_id, graph, x[ho][sub], [t[sub] for t in t_ho], data.iod[ho][sub], scores, times,
-                               block, log=log)
-            ratios = allocate(rows, ratio)
-            for i, r in enumerate(rows):
-                r["chosen_ratio"] = ratios.get(i, 0.0)
-            report["sensitivity"] = rows
-            sensitivity_plot(rows, folder_tmp / "sensitivity.png", f"{model_id}: per-unit sensitivity")
-            # estimated speedup from the profile: the chosen share of each unit's time goes
-            saved = sum(r["time_us"] * r["chosen_ratio"] for r in rows)
-            report["estimated_speedup_profile"] = round(times["_total"] / max(times["_total"] - saved, 1e-9), 3)
-        else:
-            ratios = {i: ratio for i in range(len(graph.units))}
-        student = graph.apply(graph.plan(ratios, scores, block))
-        report["channel_block"] = block
-        report["units_pruned"] = {graph.units[i].name: r for i, r in ratios.items()}
-        report["error_before"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-        if refit_convs:
-            refit.refit(student, teacher, x[tr][:: max(1, int(tr.sum()) // 128)][:128], log=log)
-            report["error_refit"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-        distill.distill(student, teacher, data.images[tr], spec.input, steps, lr=lr, focus=focus, model_id=model_id, log=log)
-        report["error_after"] = distill.error(model_id, distill.run(student, x[ho]), t_ho, data.iod[ho])
-    log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
-        f"{report['error_after']:.3f} after {steps} distillation steps ({report['metric']})")
 
-    model = to_ov(student, spec)
-    if then_int8:
-        model = _int8(model, data.images[tr], spec.batch)
+def _sensitivity_plan(run: _Run, graph, scores, report: dict, folder_tmp: Path) -> dict[int, float]:
+    """Per-unit ratios from measured conv times and each unit's error when pruned alone; the rows,
+    the plot and the speedup the profile predicts go into the report."""
+    times = conv_times(to_ov(run.teacher, run.spec), np.repeat(run.data.images[:1], run.spec.batch, 0))
+    # a stride through the held-out crops leaves at most SENSITIVITY_CROPS for the one pass per unit and level
+    ho = run.ho
+    sub = slice(None, None, max(1, int(ho.sum()) // SENSITIVITY_CROPS + 1))
+    rows = sensitivity(run.model_id, graph, run.x[ho][sub], [t[sub] for t in run.t_ho], run.data.iod[ho][sub],
+                       scores, times, run.opts.block, log=run.log)
+    ratios = allocate(rows, run.opts.ratio)
+    for i, r in enumerate(rows):
+        r["chosen_ratio"] = ratios.get(i, 0.0)
+    report["sensitivity"] = rows
+    sensitivity_plot(rows, folder_tmp / "sensitivity.png", f"{run.model_id}: per-unit sensitivity")
+    # estimated speedup from the profile: the chosen share of each unit's time goes
+    saved = sum(r["time_us"] * r["chosen_ratio"] for r in rows)
+    report["estimated_speedup_profile"] = round(times["_total"] / max(times["_total"] - saved, 1e-9), 3)
+    return ratios
+
+
+def _export(run: _Run, student, report: dict) -> Path:
+    """The student as IR (INT8 first with then_int8), written atomically with its provenance."""
+    o, model_id = run.opts, run.model_id
+    model = to_ov(student, run.spec)
+    if o.then_int8:
+        model = _int8(model, run.data.images[run.tr], run.spec.batch)
         report["int8"] = "nncf.quantize (performance preset) on the training crops"
-    provenance = {"model_id": model_id, "precision": tag, "source_format": "pytorch", "method": method,
-                  "ratio": ratio, "steps": steps, "calib": ",".join(sources),
+    provenance = {"model_id": model_id, "precision": o.out_tag, "source_format": "pytorch", "method": o.method,
+                  "ratio": o.ratio, "steps": o.steps, "calib": ",".join(o.calib),
                   "converter": f"edgegaze {__version__} / openvino {ov.get_version().split('-')[0]}"}
-    xml = convert.save_ir(model, model_id, tag, provenance)
-    log(f"{model_id}: wrote {xml}")
+    xml = convert.save_ir(model, model_id, o.out_tag, provenance)
+    run.log(f"{model_id}: wrote {xml}")
+    return xml
 
-    # the exported IR against the original, as the pipeline runs them (u8 BGR in)
+
+def _measure(run: _Run, xml: Path, report: dict) -> None:
+    """The exported IR against the original as the pipeline runs them (u8 BGR in), its weights
+    and size beside FP32's, and (with latency) p50 ms of both at 1 and 2 threads."""
+    model_id, spec, t_ho, tag = run.model_id, run.spec, run.t_ho, run.opts.out_tag
     pruned_ir = compile_model(xml)
-    outs = [pruned_ir([np.repeat(data.images[i:i + 1], spec.batch, 0)]) for i in np.flatnonzero(ho)]
+    outs = [pruned_ir([np.repeat(run.data.images[i:i + 1], spec.batch, 0)]) for i in np.flatnonzero(run.ho)]
     ir_out = [np.concatenate([o[k].reshape(1, -1)[:, :t_ho[k][0].size] for o in outs]).reshape(t_ho[k].shape)
               for k in range(len(t_ho))]
-    report["error_exported_ir"] = distill.error(model_id, ir_out, t_ho, data.iod[ho])
+    report["error_exported_ir"] = distill.error(model_id, ir_out, t_ho, run.data.iod[run.ho])
     dense, pruned = weight_stats(ir_file(model_id, "FP32")), weight_stats(xml)
     report["dense"], report["pruned"] = dense, pruned
     report["estimated_speedup_flops"] = round(dense["macs"] / max(pruned["macs"], 1), 3)
     report["size_ratio_gzip"] = round(dense["size_gzip_bytes"] / pruned["size_gzip_bytes"], 3)
-    if latency:
-        feed = np.repeat(data.images[:1], spec.batch, 0)
+    if run.opts.latency:
+        feed = np.repeat(run.data.images[:1], spec.batch, 0)
         lat = {}
         for threads in (1, 2):
             times = interleaved_irs({"FP32": ir_file(model_id, "FP32"), tag: xml}, feed, threads, seconds=0.0,
@@ -270,14 +373,13 @@ def prune(model_id: str, method: str, ratio: float, calib: list[str] | str, step
                                   "speedup": round(p50["FP32"] / p50[tag], 3)}
         report["latency_p50"] = lat
         report["measured_speedup_1t"] = lat["1t"]["speedup"]
-    report["seconds"] = round(time.perf_counter() - t_start, 1)
-    folder = xml.parent
+
+
+def _write_report(report: dict, folder: Path, folder_tmp: Path) -> None:
     paths.atomic_write(folder / "prune_report.json", json.dumps(report, indent=2))
     paths.atomic_write(folder / "prune_report.md", markdown([report]))
     if (folder_tmp / "sensitivity.png").exists():
         os.replace(folder_tmp / "sensitivity.png", folder / "sensitivity.png")
-    report["ir"] = str(xml)
-    return report
 
 
 def _int8(model: ov.Model, images: np.ndarray, batch: int) -> ov.Model:
