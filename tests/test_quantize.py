@@ -59,7 +59,8 @@ def reports(home, cal, tmp_path_factory):
     from pipeline.optimize import quantize
 
     out = tmp_path_factory.mktemp("reports")
-    return {m: quantize.quantize_model(zoo.get(m), cal, latency=False, out=out, log=lambda *_: None) for m in MODELS}
+    options = quantize.QuantizeOptions(latency=False, out=out)
+    return {m: quantize.quantize_model(zoo.get(m), cal, options, log=lambda *_: None) for m in MODELS}
 
 
 @pytest.mark.parametrize("model_id", MODELS)
@@ -114,8 +115,8 @@ def test_budget_rejects_strict_budget_and_keeps_fp32(home, cal, reports, tmp_pat
     budget = metrics.parse_budget(["head_pose_mae_deg=0.000001"])
     xml = paths.ir_path("head-pose-estimation-adas-0001", "INT8")
     before = xml.stat().st_mtime_ns if xml.exists() else None
-    r = quantize.quantize_model(zoo.get("head-pose-estimation-adas-0001"), cal, budget=budget, force=True,
-                                latency=False, out=tmp_path, log=lambda *_: None)
+    options = quantize.QuantizeOptions(budget=budget, force=True, latency=False, out=tmp_path)
+    r = quantize.quantize_model(zoo.get("head-pose-estimation-adas-0001"), cal, options, log=lambda *_: None)
     assert r["status"] == "kept FP32 (outside budget)"
     assert "head_pose_mae_deg" in r["reason"] and len(r["attempts"]) > 2
     assert r["attempts"][0]["fp32_layers"] == [] and len(r["attempts"][-1]["fp32_layers"]) > 1

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import nncf
 import numpy as np
@@ -167,122 +169,198 @@ def _provenance(spec, cal: Calibration, preset, budget, ignore) -> dict:
     }
 
 
-def quantize_model(spec: zoo.ModelSpec, cal: Calibration, preset: str = "performance", budget: dict | None = None,
-                   ignore: tuple[str, ...] = (), full_sensitivity: bool = False, latency: bool = True,
-                   force: bool = False, out: Path | None = None, log=print, accuracy_control: bool = True) -> dict:
-    """Quantize one zoo model; returns its report (also written under `out`)."""
-    budget = budget or dict(metrics.DEFAULT_BUDGET)
-    if preset not in PRESETS:
-        raise EdgegazeError(f"unknown preset '{preset}'; valid: {', '.join(PRESETS)}")
+@dataclass(frozen=True, kw_only=True)
+class QuantizeOptions:
+    """How `quantize_model` quantizes: keyword-only, checked when made (as NNCF's parameters); the
+    defaults are the CLI's."""
+
+    preset: str = "performance"  # one of PRESETS
+    budget: dict | None = None  # metric -> largest drop allowed; None: metrics.DEFAULT_BUDGET
+    ignore: tuple[str, ...] = ()  # regexes of layer names NNCF leaves in FP32
+    full_sensitivity: bool = False  # also the full per-layer sensitivity table and plot
+    latency: bool = True  # p50 ms of FP32, INT8 and Intel's FP16-INT8 at 1 and 2 threads
+    force: bool = False  # re-quantize even when the INT8 IR is up to date
+    out: Path | None = None  # report folder (report.json/.md under out/<model id>/)
+    accuracy_control: bool = True  # last resort: nncf.quantize_with_accuracy_control
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise EdgegazeError(f"unknown preset '{self.preset}'; valid: {', '.join(PRESETS)}")
+        object.__setattr__(self, "budget", self.budget or dict(metrics.DEFAULT_BUDGET))
+        object.__setattr__(self, "ignore", tuple(self.ignore))
+
+
+@dataclass
+class _Job:
+    """One model being quantized: its FP32 model, items and scorer, and the attempts so far."""
+
+    spec: zoo.ModelSpec
+    opts: QuantizeOptions
+    fp32: ov.Model
+    items: Items
+    scorer: Scorer
+    log: Callable
+    attempts: list = field(default_factory=list)
+    rows: list = field(default_factory=list)  # per-layer sensitivity rows
+    kept_fp32: list = field(default_factory=list)
+    search_s: float = 0.0
+
+    def attempt(self, model, fp32_layers: list, items: str) -> dict:
+        m = self.scorer(model)
+        self.attempts.append({"fp32_layers": fp32_layers, "metrics": m, "violations": self.scorer.violations(m),
+                              "items": items})
+        return self.attempts[-1]
+
+
+def quantize_model(spec: zoo.ModelSpec, cal: Calibration, options: QuantizeOptions | None = None,
+                   log=print) -> dict:
+    """Quantize one zoo model; returns its report (also written under `options.out`)."""
+    options = options or QuantizeOptions()
     fp32_xml = runtime.ir_file(spec.id, "FP32")
-    provenance = _provenance(spec, cal, preset, budget, ignore)
-    old = convert.provenance_of(spec.id, "INT8")
-    if not force and old is not None and all(old.get(k) == v for k, v in provenance.items()):
-        log(f"{spec.id} INT8: up to date ({paths.ir_dir(spec.id, 'INT8')})")
-        report_path = (out / spec.id / "report.json") if out else None
-        if report_path is not None and report_path.exists():
-            return json.loads(report_path.read_text())
-        return {"model_id": spec.id, "status": "up to date", "path": str(paths.ir_path(spec.id, "INT8"))}
-
+    provenance = _provenance(spec, cal, options.preset, options.budget, options.ignore)
+    done = None if options.force else _up_to_date(spec, provenance, options.out, log)
+    if done is not None:
+        return done
     t_start = time.time()
-    fp32 = _eval_core().read_model(str(fp32_xml))
-    items = cal.items(spec)
-    scorer = Scorer(spec, fp32, items, budget)
-    log(f"{spec.id}: {len(items.calib)} calibration / {len(items.val)} held-out items")
-
+    job = _calibration(spec, fp32_xml, cal, options, log)
     t = time.time()
-    try:
-        q = _quantize(fp32, items, preset, patterns=ignore)
-    except nncf.ValidationError as e:
-        raise EdgegazeError(f"{spec.id}: {e}") from None
+    q = _quantize_plain(job)
     calib_s = time.time() - t
-    plain_q = q
-    m = scorer(q)
-    attempts = [{"fp32_layers": [], "metrics": m, "violations": scorer.violations(m), "items": "all held-out"}]
-    all_layers = sensitivity.layers(q)
-    log(f"{spec.id}: INT8 ({len(all_layers)} layers) budget used {m['budget_used']:.2f}"
-        + (f" — {'; '.join(attempts[0]['violations'])}" if attempts[0]["violations"] else ""))
-
-    rows: list = []
-    kept_fp32: list[str] = []
-    search_s = 0.0
-    report_dir = out / spec.id if out else None
-    if attempts[0]["violations"]:
-        sub = Scorer(spec, fp32, items, budget, limit=SENSITIVITY_ITEMS)
-        t = time.time()
-        mixed, kept_fp32, tried = _mixed_precision(q, fp32, items, preset, ignore, scorer, sub, rows, log)
-        attempts += tried
-        search_s = time.time() - t
-        log(f"{spec.id}: mixed-precision search {search_s:.1f} s")
-        if mixed is None and accuracy_control:
-            log(f"{spec.id}: reverting the most sensitive layers was not enough; nncf.quantize_with_accuracy_control")
-            t = time.time()
-            ac = _accuracy_control(fp32, items, preset, ignore, scorer)
-            search_s += time.time() - t
-            m = scorer(ac)
-            quantized = {layer.name for layer in sensitivity.layers(ac)}
-            reverted = [layer.name for layer in all_layers if layer.name not in quantized]
-            attempts.append({"fp32_layers": reverted, "metrics": m, "violations": scorer.violations(m),
-                             "items": "all held-out, nncf.quantize_with_accuracy_control"})
-            log(f"  accuracy control: {len(reverted)} layer(s) in FP32, budget used {m['budget_used']:.2f} ({time.time() - t:.0f} s)")
-            if len(reverted) > MAX_AC_SHARE * len(all_layers):
-                attempts[-1]["violations"].append(f"{len(reverted)} of {len(all_layers)} layers left FP32 "
-                                                  f"(more than {MAX_AC_SHARE:.0%}: not an INT8 model any more)")
-            if not attempts[-1]["violations"]:
-                mixed, kept_fp32 = ac, reverted
+    first = job.attempt(q, [], "all held-out")
+    plain_q, all_layers = q, sensitivity.layers(q)
+    log(f"{spec.id}: INT8 ({len(all_layers)} layers) budget used {first['metrics']['budget_used']:.2f}"
+        + (f" — {'; '.join(first['violations'])}" if first["violations"] else ""))
+    if first["violations"]:
+        mixed = _fall_back(job, q, all_layers)
         if mixed is not None:
             q = mixed
-    if full_sensitivity:
-        sub = Scorer(spec, fp32, items, budget, limit=SENSITIVITY_ITEMS)
-        rows = sensitivity.analyze(plain_q, fp32, sub, log=log)
+    if options.full_sensitivity:
+        job.rows = sensitivity.analyze(plain_q, job.fp32, _subsample(job), log=log)
+    report = _report(job, cal, all_layers, calib_s)
+    _save_or_explain(job, q, report, provenance, all_layers)
+    _compare(job, report)
+    report["total_s"] = round(time.time() - t_start, 1)
+    if options.out is not None:
+        _write_all(job, report, options.out / spec.id)
+    return report
 
+
+def _up_to_date(spec: zoo.ModelSpec, provenance: dict, out: Path | None, log) -> dict | None:
+    """The earlier report (or a short one) when the INT8 IR was made from the same inputs."""
+    old = convert.provenance_of(spec.id, "INT8")
+    if old is None or any(old.get(k) != v for k, v in provenance.items()):
+        return None
+    log(f"{spec.id} INT8: up to date ({paths.ir_dir(spec.id, 'INT8')})")
+    report_path = (out / spec.id / "report.json") if out else None
+    if report_path is not None and report_path.exists():
+        return json.loads(report_path.read_text())
+    return {"model_id": spec.id, "status": "up to date", "path": str(paths.ir_path(spec.id, "INT8"))}
+
+
+def _calibration(spec: zoo.ModelSpec, fp32_xml: Path, cal: Calibration, opts: QuantizeOptions, log) -> _Job:
+    """The FP32 model, its calibration and held-out items, and the scorer against FP32."""
+    fp32 = _eval_core().read_model(str(fp32_xml))
+    items = cal.items(spec)
+    scorer = Scorer(spec, fp32, items, opts.budget)
+    log(f"{spec.id}: {len(items.calib)} calibration / {len(items.val)} held-out items")
+    return _Job(spec, opts, fp32, items, scorer, log)
+
+
+def _quantize_plain(job: _Job) -> ov.Model:
+    try:
+        return _quantize(job.fp32, job.items, job.opts.preset, patterns=job.opts.ignore)
+    except nncf.ValidationError as e:
+        raise EdgegazeError(f"{job.spec.id}: {e}") from None
+
+
+def _subsample(job: _Job) -> Scorer:
+    return Scorer(job.spec, job.fp32, job.items, job.opts.budget, limit=SENSITIVITY_ITEMS)
+
+
+def _fall_back(job: _Job, q: ov.Model, all_layers: list) -> ov.Model | None:
+    """Outside the budget: the most sensitive layers back in FP32, then (still outside, if allowed)
+    NNCF's accuracy control. Returns the model inside the budget, or None."""
+    o, log, spec = job.opts, job.log, job.spec
+    t = time.time()
+    mixed, job.kept_fp32, tried = _mixed_precision(q, job.fp32, job.items, o.preset, o.ignore, job.scorer,
+                                                   _subsample(job), job.rows, log)
+    job.attempts += tried
+    job.search_s = time.time() - t
+    log(f"{spec.id}: mixed-precision search {job.search_s:.1f} s")
+    if mixed is None and o.accuracy_control:
+        log(f"{spec.id}: reverting the most sensitive layers was not enough; nncf.quantize_with_accuracy_control")
+        t = time.time()
+        ac = _accuracy_control(job.fp32, job.items, o.preset, o.ignore, job.scorer)
+        job.search_s += time.time() - t
+        quantized = {layer.name for layer in sensitivity.layers(ac)}
+        reverted = [layer.name for layer in all_layers if layer.name not in quantized]
+        last = job.attempt(ac, reverted, "all held-out, nncf.quantize_with_accuracy_control")
+        log(f"  accuracy control: {len(reverted)} layer(s) in FP32, budget used {last['metrics']['budget_used']:.2f} ({time.time() - t:.0f} s)")
+        if len(reverted) > MAX_AC_SHARE * len(all_layers):
+            last["violations"].append(f"{len(reverted)} of {len(all_layers)} layers left FP32 "
+                                      f"(more than {MAX_AC_SHARE:.0%}: not an INT8 model any more)")
+        if not last["violations"]:
+            mixed, job.kept_fp32 = ac, reverted
+    return mixed
+
+
+def _report(job: _Job, cal: Calibration, all_layers: list, calib_s: float) -> dict:
+    spec, items, attempts = job.spec, job.items, job.attempts
     ok = not attempts[-1]["violations"]
-    status = ("INT8" if not kept_fp32 else "mixed INT8/FP32") if ok else "kept FP32 (outside budget)"
-    report = {
-        "model_id": spec.id, "set": spec.set, "stage": spec.stage, "status": status, "preset": preset,
+    status = ("INT8" if not job.kept_fp32 else "mixed INT8/FP32") if ok else "kept FP32 (outside budget)"
+    return {
+        "model_id": spec.id, "set": spec.set, "stage": spec.stage, "status": status, "preset": job.opts.preset,
         "calibration": {"source": str(cal.src), "frames": len(cal.calib_frames), "held_out_frames": len(cal.val_frames),
                         "items": len(items.calib), "held_out_items": len(items.val),
                         "held_out_noface": len(items.val_noface), "notes": items.notes},
-        "budget": scorer.budget, "metrics": attempts[-1]["metrics"], "violations": attempts[-1]["violations"],
-        "layers_total": len(all_layers), "layers_fp32": kept_fp32 if ok else [], "ignore": list(ignore),
+        "budget": job.scorer.budget, "metrics": attempts[-1]["metrics"], "violations": attempts[-1]["violations"],
+        "layers_total": len(all_layers), "layers_fp32": job.kept_fp32 if ok else [], "ignore": list(job.opts.ignore),
         "attempts": attempts, "calibration_s": round(calib_s, 2),
-        "mixed_precision_search_s": round(search_s, 1),
+        "mixed_precision_search_s": round(job.search_s, 1),
     }
-    if ok:
-        path = convert.save_ir(q, spec.id, "INT8", {**provenance, "layers_fp32": ",".join(kept_fp32),
+
+
+def _save_or_explain(job: _Job, q: ov.Model, report: dict, provenance: dict, all_layers: list) -> None:
+    """Inside the budget: the INT8 IR is written. Outside: the report says what was tried."""
+    spec, attempts = job.spec, job.attempts
+    if not attempts[-1]["violations"]:
+        path = convert.save_ir(q, spec.id, "INT8", {**provenance, "layers_fp32": ",".join(job.kept_fp32),
                                                     "metrics": json.dumps(attempts[-1]["metrics"])})
         report["path"] = str(path)
-        log(f"{spec.id}: wrote {path} ({status})")
-    else:
-        tried = ", ".join(f"{len(a['fp32_layers'])} ({'; '.join(a['violations']) or 'in budget'} on {a['items']})"
-                          for a in attempts[1:]) or "none"
-        ranked = [r["layer"] for r in sorted(rows, key=lambda r: r["only_fp32"]["budget_used"])]
-        report["reason"] = (f"INT8 outside budget ({'; '.join(attempts[0]['violations'])}); with the most sensitive "
-                            f"layers kept FP32 (up to {MAX_FP32_SHARE:.0%} of {len(all_layers)}), tried group sizes: {tried}; "
-                            f"most sensitive layers: {', '.join(ranked[:8]) or '-'}")
-        stale = paths.ir_path(spec.id, "INT8")
-        log(f"{spec.id}: keeps FP32, no INT8 written — {report['reason']}"
+        job.log(f"{spec.id}: wrote {path} ({report['status']})")
+        return
+    tried = ", ".join(f"{len(a['fp32_layers'])} ({'; '.join(a['violations']) or 'in budget'} on {a['items']})"
+                      for a in attempts[1:]) or "none"
+    ranked = [r["layer"] for r in sorted(job.rows, key=lambda r: r["only_fp32"]["budget_used"])]
+    report["reason"] = (f"INT8 outside budget ({'; '.join(attempts[0]['violations'])}); with the most sensitive "
+                        f"layers kept FP32 (up to {MAX_FP32_SHARE:.0%} of {len(all_layers)}), tried group sizes: {tried}; "
+                        f"most sensitive layers: {', '.join(ranked[:8]) or '-'}")
+    stale = paths.ir_path(spec.id, "INT8")
+    job.log(f"{spec.id}: keeps FP32, no INT8 written — {report['reason']}"
             + (f" (an older INT8 at {stale} was left as it was)" if stale.exists() else ""))
 
-    # Intel's own INT8 against the same FP32 reference
+
+def _compare(job: _Job, report: dict) -> None:
+    """Intel's own INT8 against the same FP32 reference; sizes; p50 latency beside FP32 and Intel's."""
+    spec = job.spec
     intel = paths.ir_path(spec.id, INTEL_INT8)
     if intel.exists():
-        im = scorer(intel)
-        report["intel_fp16_int8"] = {"metrics": im, "violations": scorer.violations(im)}
+        im = job.scorer(intel)
+        report["intel_fp16_int8"] = {"metrics": im, "violations": job.scorer.violations(im)}
     report["size_mb"] = {p: _dir_mb(spec.id, p) for p in ("FP32", "INT8", INTEL_INT8) if _dir_mb(spec.id, p)}
-    if latency:
+    if job.opts.latency:
         xmls = {p: paths.ir_path(spec.id, p) for p in ("FP32", "INT8", INTEL_INT8) if paths.ir_path(spec.id, p).exists()}
-        if not ok:
+        if job.attempts[-1]["violations"]:
             xmls.pop("INT8", None)
-        report["latency_p50_ms"] = {str(n): p50_ms(interleaved_irs(xmls, items.val[0], n)) for n in (1, 2)}
-    report["total_s"] = round(time.time() - t_start, 1)
-    if report_dir is not None:
-        _write_report(report, report_dir)
-        if rows:
-            keys = list(metrics.BUDGET_KEYS[spec.stage]) + ["budget_used"]
-            sensitivity.write_table(rows, keys, report_dir / "sensitivity.csv")
-            sensitivity.plot(rows, "budget_used", spec.id, report_dir / "sensitivity.png", attempts[0]["metrics"])
-    return report
+        report["latency_p50_ms"] = {str(n): p50_ms(interleaved_irs(xmls, job.items.val[0], n)) for n in (1, 2)}
+
+
+def _write_all(job: _Job, report: dict, report_dir: Path) -> None:
+    _write_report(report, report_dir)
+    if job.rows:
+        keys = list(metrics.BUDGET_KEYS[job.spec.stage]) + ["budget_used"]
+        sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv")
+        sensitivity.plot(job.rows, "budget_used", job.spec.id, report_dir / "sensitivity.png", job.attempts[0]["metrics"])
 
 
 def _fmt(v) -> str:
@@ -347,8 +425,9 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
         runtime.ir_file(spec.id, "FP32")  # fail before any work if a model is not converted
     cal = Calibration(calib, subset=subset, log=log)
     out = Path(out)
-    reports = [quantize_model(s, cal, preset, budget, tuple(ignore or ()), full_sensitivity, latency, force, out, log)
-               for s in specs]
+    options = QuantizeOptions(preset=preset, budget=budget, ignore=tuple(ignore or ()), full_sensitivity=full_sensitivity,
+                              latency=latency, force=force, out=out)
+    reports = [quantize_model(s, cal, options, log) for s in specs]
     # the summary covers every model with a report in `out`, not only this run's
     latest = {r["model_id"]: r for r in reports}
     every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
