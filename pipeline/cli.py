@@ -327,7 +327,7 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.set_defaults(func=_report)
 
     p = sub.add_parser("mouse", help="drive the mouse pointer with gaze or head pose (calibration, filter, clicks)")
-    from pipeline.control.app import add_mouse_arguments
+    from pipeline.control.options import add_mouse_arguments
 
     add_mouse_arguments(p)
     p.set_defaults(func=_mouse)

@@ -1,0 +1,130 @@
+"""`edgegaze mouse` options: MouseOptions, and its command-line arguments
+(add_mouse_arguments, options_from_args; apps/gaze_mouse.py takes the same)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.control import calibration as cal
+from pipeline.control.mapping import MappingConfig
+from pipeline.control.mouse import ClickConfig
+from pipeline.errors import EdgegazeError
+
+
+@dataclass
+class MouseOptions:
+    input: str = "0"
+    mode: str = "head"
+    models: str = "mediapipe"
+    precision: str = "FP32"
+    device: str = "CPU"
+    max_frames: int | None = None
+    flip: bool = False  # mirror the input (and the mapping, so directions stay right)
+    dry_run: bool = False
+    screen_size: tuple[int, int] | None = None  # dry-run screen when there is no display
+    record: str | None = None
+    show: bool = False
+    # motion
+    filter: bool = True
+    min_cutoff: float = 0.5
+    beta: float = 0.003
+    dead_zone_px: float = 0.0
+    max_speed_px_s: float = 6000.0
+    mapping: MappingConfig = field(default_factory=MappingConfig)
+    clicks: ClickConfig = field(default_factory=ClickConfig)
+    min_confidence: float = 0.5
+    pause_key: str | None = "Pause"
+    pause_gesture_s: float | None = 1.0
+    # calibration (gaze mode)
+    calibration: str | None = None
+    recalibrate: bool = False
+    targets: str = "9"
+    user: str | None = None
+    screen_json: str | None = None  # physical size for degrees; else what the X server reports
+    distance_mm: float = cal.DEFAULT_DISTANCE_MM
+    calibration_method: str = "auto"
+    max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
+    profile: str | None = None  # deployment profile TOML (edgegaze optimize pipeline); replaces models/precision
+    calibration_attempts: int = 3
+
+
+def _pair(text: str) -> tuple[float, float]:
+    parts = [float(v) for v in str(text).replace("x", ",").split(",")]
+    return (parts[0], parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+
+
+def add_mouse_arguments(p) -> None:
+    """`edgegaze mouse` options (apps/gaze_mouse.py takes the same)."""
+    d, m, c = MouseOptions(), MappingConfig(), ClickConfig()
+    p.add_argument("--input", default="0", help="webcam index (default 0) or video file")
+    p.add_argument("--mode", default="head", choices=["gaze", "head", "relative"],
+                   help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
+    p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
+    p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
+    p.add_argument("--max-frames", type=int, help="stop after this many frames (default: until the input ends)")
+    p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
+    p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
+    p.add_argument("--screen-size", help="dry-run screen WxH when there is no display (default 1920x1080)")
+    p.add_argument("--record", metavar="FILE", help="write the trajectory as CSV")
+    p.add_argument("--show", action="store_true", help="camera view with pointer state (p: pause, q: quit)")
+    g = p.add_argument_group("motion")
+    g.add_argument("--no-filter", action="store_true", help="raw points, no One Euro filter")
+    g.add_argument("--min-cutoff", type=float, default=d.min_cutoff, help="One Euro min cutoff, Hz (lower: steadier)")
+    g.add_argument("--beta", type=float, default=d.beta, help="One Euro speed coefficient (higher: less lag)")
+    g.add_argument("--dead-zone", type=float, default=d.dead_zone_px, help="px; smaller steps are not taken")
+    g.add_argument("--max-speed", type=float, default=d.max_speed_px_s, help="px/s")
+    g.add_argument("--accel", type=float, default=m.exponent, help="acceleration curve exponent (1 = linear)")
+    g.add_argument("--sensitivity", default="1,1", help="per-axis gain X,Y (or one value)")
+    g.add_argument("--head-range", default="20,12", help="head yaw,pitch (deg) that reach the screen edge")
+    g.add_argument("--min-confidence", type=float, default=d.min_confidence,
+                   help="landmark confidence below which the pointer holds still")
+    g = p.add_argument_group("clicks (off by default) and pause")
+    g.add_argument("--dwell", action="store_true", help="click after the pointer rests")
+    g.add_argument("--dwell-time", type=float, default=c.dwell_s, help="s")
+    g.add_argument("--dwell-radius", type=float, default=c.dwell_radius_px, help="px")
+    g.add_argument("--blink", action="store_true", help="click on a deliberate blink")
+    g.add_argument("--blink-min", type=float, default=c.blink_min_s, help="s, shorter closures are ignored")
+    g.add_argument("--blink-max", type=float, default=c.blink_max_s, help="s, longer ones are not clicks")
+    g.add_argument("--eye-threshold", type=float, default=c.eye_open_threshold,
+                   help="eye-state open probability below which an eye is closed")
+    g.add_argument("--ear-threshold", type=float, default=c.ear_threshold, help="eye aspect ratio for closed")
+    g.add_argument("--pause-key", default="Pause", help="global X11 hotkey that pauses/resumes ('' for none)")
+    g.add_argument("--pause-gesture", type=float, default=1.0, help="eyes closed this long (s) pauses/resumes; 0: off")
+    g = p.add_argument_group("calibration (gaze mode)")
+    g.add_argument("--calibration", metavar="FILE", help="calibration JSON (default: per user and screen in the config dir)")
+    g.add_argument("--recalibrate", action="store_true", help="run the on-screen calibration even if a file exists")
+    g.add_argument("--targets", default="9", help="9 (default), 5, N (N x N grid) or RxC")
+    g.add_argument("--user", help="user name for the calibration file (default: login name)")
+    g.add_argument("--screen", metavar="FILE", help="screen.json: width_px, height_px, width_mm, height_mm[, distance_mm]")
+    g.add_argument("--distance-mm", type=float, default=d.distance_mm, help="eye-screen distance for degrees")
+    g.add_argument("--calibrate-from", metavar="VIDEO", help="fit and evaluate from a recorded session, then exit")
+    g.add_argument("--targets-csv", metavar="FILE", help="with --calibrate-from: frame,x_px,y_px")
+    g.add_argument("--calibration-model", default="auto", choices=cal.METHODS,
+                   help="auto: chosen from the targets by leave-one-target-out (default); or one fixed model")
+    g.add_argument("--max-calibration-error", type=float, default=cal.DEFAULT_MAX_ERROR_DEG, metavar="DEG",
+                   help="refuse (and retry) a live calibration whose validation error is above this (degrees)")
+
+
+def options_from_args(a) -> MouseOptions:
+    size = None
+    if a.screen_size:
+        try:
+            size = tuple(int(v) for v in a.screen_size.lower().split("x"))
+            assert len(size) == 2 and min(size) > 0
+        except (ValueError, AssertionError):
+            raise EdgegazeError(f"--screen-size must be WIDTHxHEIGHT, e.g. 1920x1080, not {a.screen_size!r}") from None
+    return MouseOptions(
+        input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device,
+        max_frames=a.max_frames, flip=a.flip, dry_run=a.dry_run, screen_size=size, record=a.record,
+        show=a.show, filter=not a.no_filter, min_cutoff=a.min_cutoff, beta=a.beta, dead_zone_px=a.dead_zone,
+        max_speed_px_s=a.max_speed,
+        mapping=MappingConfig(sensitivity=_pair(a.sensitivity), exponent=a.accel, head_range_deg=_pair(a.head_range)),
+        clicks=ClickConfig(dwell=a.dwell, dwell_s=a.dwell_time, dwell_radius_px=a.dwell_radius, blink=a.blink,
+                           blink_min_s=a.blink_min, blink_max_s=a.blink_max, eye_open_threshold=a.eye_threshold,
+                           ear_threshold=a.ear_threshold),
+        min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
+        calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
+        screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
+        max_calibration_error_deg=a.max_calibration_error, profile=a.profile)
