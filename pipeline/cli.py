@@ -273,10 +273,8 @@ def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
-def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_models(sub) -> None:
+    """`models list`, `models fetch`."""
     models = sub.add_parser("models", help="list and fetch zoo models").add_subparsers(dest="action", required=True)
     p = models.add_parser("list", help="every zoo model, cached or not")
     p.add_argument("--set", default="all", help="model set: mediapipe, omz or all")
@@ -286,12 +284,18 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); env EDGEGAZE_MIRROR")
     p.set_defaults(func=_models_fetch)
 
+
+def _add_convert(sub) -> None:
+    """`convert`: zoo models to OpenVINO IR."""
     p = sub.add_parser("convert", help="convert fetched models to OpenVINO IR")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--precision", default="FP32,FP16", help="comma list: FP32, FP16 (OMZ models also FP16-INT8)")
     p.add_argument("--force", action="store_true", help="rebuild even when the IR is up to date")
     p.set_defaults(func=_convert)
 
+
+def _add_run(sub) -> None:
+    """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
     p.add_argument("--input", required=True, help="webcam index, video file, image or folder of images")
     p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
@@ -316,6 +320,9 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
     p.set_defaults(func=_run)
 
+
+def _add_report(sub) -> None:
+    """`report`: FLOPs, latency, throughput, energy and profile of the stage models."""
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
     p.add_argument("--input", required=True, help="video (or image) whose frames feed the models")
     p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
@@ -326,13 +333,18 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
     p.set_defaults(func=_report)
 
-    p = sub.add_parser("mouse", help="drive the mouse pointer with gaze or head pose (calibration, filter, clicks)")
+
+def _add_mouse(sub) -> None:
+    """`mouse`: the options are control/options.py's."""
     from pipeline.control.options import add_mouse_arguments
 
+    p = sub.add_parser("mouse", help="drive the mouse pointer with gaze or head pose (calibration, filter, clicks)")
     add_mouse_arguments(p)
     p.set_defaults(func=_mouse)
 
-    optimize = sub.add_parser("optimize", help="make it faster: NNCF INT8 quantization, pruning, and a search for the fastest pipeline configuration").add_subparsers(dest="action", required=True)
+
+def _add_quantize(optimize) -> None:
+    """`optimize quantize`: NNCF INT8 inside an accuracy budget."""
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
@@ -345,6 +357,10 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")
     p.add_argument("--out", default="results/quantize", help="report folder")
     p.set_defaults(func=_optimize_quantize)
+
+
+def _add_prune(optimize) -> None:
+    """`optimize prune`: pruning with distillation recovery."""
     p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
                             "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
     p.add_argument("--model", required=True, help="face-landmark, iris-landmark, landmarks-regression-retail-0009 or head-pose-estimation-adas-0001")
@@ -368,6 +384,16 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     p.add_argument("--channel-block", type=_int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
+
+
+def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_models, _add_convert, _add_run, _add_report, _add_mouse):
+        add(sub)
+    optimize = sub.add_parser("optimize", help="make it faster: NNCF INT8 quantization, pruning, and a search for the fastest pipeline configuration").add_subparsers(dest="action", required=True)
+    _add_quantize(optimize)
+    _add_prune(optimize)
     _add_search_batch(sub, optimize)
     _add_eval(sub)
     return parser
