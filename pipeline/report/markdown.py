@@ -25,9 +25,17 @@ def _precisions(row: dict) -> str:
 
 
 def render(report: dict, plots: list[str] = ()) -> str:
-    rows = report["models"]
+    parts = (_header(report) + _stages(report["models"]) + _energy_table(report["models"]) + _per_frame(report["totals"])
+             + _in_pipeline(report.get("pipeline")) + _slowest_layers(report["models"]) + _definitions(report["definitions"])
+             + _notes(report))
+    if plots:
+        parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    return "\n".join(parts)
+
+
+def _header(report: dict) -> list[str]:
     m, inp = report["machine"], report["input"]
-    parts = [
+    return [
         f"# edgegaze report: {report['models_set']} set",
         "",
         f"- Machine: {m['cpu']}, {m['logical_cores']} logical cores, {m['platform']}; OpenVINO {report['openvino']}, "
@@ -36,6 +44,11 @@ def render(report: dict, plots: list[str] = ()) -> str:
         f"{inp['iterations']} timed inferences per model",
         f"- Created {report['created']} by edgegaze {report['edgegaze']}",
         "",
+    ]
+
+
+def _stages(rows: list[dict]) -> list[str]:
+    return [
         "## Stages, isolated model runs",
         "",
         "Model-level figures: each stage model runs alone on the video frames resized to its input "
@@ -50,6 +63,11 @@ def render(report: dict, plots: list[str] = ()) -> str:
               f"{r['throughput']['fps']:.0f} ({r['throughput']['streams']} x {r['throughput']['requests']})",
               _precisions(r)] for r in rows]),
         "",
+    ]
+
+
+def _energy_table(rows: list[dict]) -> list[str]:
+    return [
         "## Energy per inference",
         "",
         "mJ per inference (average W while running). `rapl` is measured, `estimated-cpu-time` is CPU time x "
@@ -61,6 +79,11 @@ def render(report: dict, plots: list[str] = ()) -> str:
                 f"{_num(_energy(r, method)['mj_per_inference'], '.3f')} ({_num(_energy(r, method)['avg_w'], '.1f')})"
                 if _energy(r, method)["available"] else "n/a" for method in energy.METHODS] for r in rows]),
         "",
+    ]
+
+
+def _per_frame(totals: list[dict]) -> list[str]:
+    return [
         "## Per frame, stages summed (one face, isolated runs)",
         "",
         _table(
@@ -68,29 +91,33 @@ def render(report: dict, plots: list[str] = ()) -> str:
             + [f"{method} mJ/frame" for method in energy.METHODS],
             [[t["precision"], ", ".join(t["stages"]), _num(t["gflops"], ".3f"), _num(t["singlestream_p50_ms"]),
               _num(t["singlestream_p90_ms"])] + [_num(t["mj_per_frame"][method], ".3f") for method in energy.METHODS]
-             for t in report["totals"]]),
+             for t in totals]),
         "",
     ]
-    parts += ["## In-pipeline stage timings", ""]
-    if report.get("pipeline"):
-        pipe = report["pipeline"]
-        parts += ["The whole pipeline with tracking on the same frames, one face per frame where present: stage times "
-                  "include crop, resize and postprocessing; the detector runs only when tracking needs it.", "",
-                  _table(["Precision", "frames", "faces", "FPS", "frame p50 / p90 ms", "CPU ms/frame",
-                          "energy per frame mJ (method)"],
-                         [[r["precision"], r["frames"], r["faces"], _num(r["fps"], ".1f"),
-                           f"{r['frame_p50_ms']:.2f} / {r['frame_p90_ms']:.2f}", _num(r.get("cpu_ms_per_frame")),
-                           "; ".join(f"{_num(e['mj_per_inference'], '.1f')} ({e['method']})" for e in r["energy_per_frame"]
-                                     if e["available"])] for r in pipe["runs"]]), "",
-                  _table(["Stage", "Precision", "p50 ms", "p90 ms", "p99 ms", "calls", "mean ms/frame",
-                          "of which model (infer)", "of which Python/other"],
-                         [[s["stage"], s["precision"], _num(s["p50_ms"]), _num(s["p90_ms"]), _num(s["p99_ms"]), s["calls"],
-                           _num(s.get("mean_ms")), _num(s.get("infer_mean_ms")), _num(s.get("other_mean_ms"))]
-                          for s in pipe.get("stages", [])]), ""]
-    else:
-        parts += ["Not measured in this report: the figures above are isolated model runs.", ""]
 
-    parts += ["## Slowest layers (OpenVINO profiling)", ""]
+
+def _in_pipeline(pipe: dict | None) -> list[str]:
+    parts = ["## In-pipeline stage timings", ""]
+    if not pipe:
+        return parts + ["Not measured in this report: the figures above are isolated model runs.", ""]
+    return parts + [
+        "The whole pipeline with tracking on the same frames, one face per frame where present: stage times "
+        "include crop, resize and postprocessing; the detector runs only when tracking needs it.", "",
+        _table(["Precision", "frames", "faces", "FPS", "frame p50 / p90 ms", "CPU ms/frame",
+                "energy per frame mJ (method)"],
+               [[r["precision"], r["frames"], r["faces"], _num(r["fps"], ".1f"),
+                 f"{r['frame_p50_ms']:.2f} / {r['frame_p90_ms']:.2f}", _num(r.get("cpu_ms_per_frame")),
+                 "; ".join(f"{_num(e['mj_per_inference'], '.1f')} ({e['method']})" for e in r["energy_per_frame"]
+                           if e["available"])] for r in pipe["runs"]]), "",
+        _table(["Stage", "Precision", "p50 ms", "p90 ms", "p99 ms", "calls", "mean ms/frame",
+                "of which model (infer)", "of which Python/other"],
+               [[s["stage"], s["precision"], _num(s["p50_ms"]), _num(s["p90_ms"]), _num(s["p99_ms"]), s["calls"],
+                 _num(s.get("mean_ms")), _num(s.get("infer_mean_ms")), _num(s.get("other_mean_ms"))]
+                for s in pipe.get("stages", [])]), ""]
+
+
+def _slowest_layers(rows: list[dict]) -> list[str]:
+    parts = ["## Slowest layers (OpenVINO profiling)", ""]
     for r in rows:
         prof = r["profile"]
         parts += [f"**{r['model_id']} {r['precision']}**: {prof['total_ms']:.2f} ms summed layer time, "
@@ -98,19 +125,20 @@ def render(report: dict, plots: list[str] = ()) -> str:
                   _table(["Layer", "Type", "Kernel (exec_type)", "Precision", "ms", "share"],
                          [[la["name"], la["type"], la["exec_type"], la["precision"], f"{la['ms']:.3f}", f"{la['share']:.0%}"]
                           for la in prof["layers"][:5]]), ""]
+    return parts
 
-    d = report["definitions"]
-    parts += ["## How every figure was obtained", "",
-              f"- **FLOPs, MACs, params**: {d['flops']}",
-              f"- **SingleStream latency**: {d['latency']}",
-              f"- **Offline throughput**: {d['throughput']}"]
-    parts += [f"- **Energy, `{method}`**: {text}" for method, text in d["energy"].items()]
-    parts += [f"- **Profile**: {d['profile']}", ""]
+
+def _definitions(d: dict) -> list[str]:
+    return (["## How every figure was obtained", "",
+             f"- **FLOPs, MACs, params**: {d['flops']}",
+             f"- **SingleStream latency**: {d['latency']}",
+             f"- **Offline throughput**: {d['throughput']}"]
+            + [f"- **Energy, `{method}`**: {text}" for method, text in d["energy"].items()]
+            + [f"- **Profile**: {d['profile']}", ""])
+
+
+def _notes(report: dict) -> list[str]:
     notes = list(report["notes"]) + [f"{s['model_id']} {s['precision']}: skipped, {s['reason']}" for s in report["skipped"]]
-    notes += [f"{r['model_id']} {r['precision']} {e['method']}: {e['note']}" for r in rows for e in r["energy"]
+    notes += [f"{r['model_id']} {r['precision']} {e['method']}: {e['note']}" for r in report["models"] for e in r["energy"]
               if e["note"] and e["method"] != energy.RAPL]
-    if notes:
-        parts += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    if plots:
-        parts += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
-    return "\n".join(parts)
+    return ["## Notes", ""] + [f"- {n}" for n in notes] + [""] if notes else []
