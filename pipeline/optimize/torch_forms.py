@@ -81,112 +81,187 @@ def example_input(spec: zoo.ModelSpec) -> np.ndarray:
 
 def from_ov_model(model: ov.Model):
     """Translate an ov.Model (weights folded) into an OVGraphModule."""
-    torch = require_torch()
-    nn = torch.nn
-    nodes: list[Node] = []
-    index: dict[str, int] = {}  # ov node friendly name -> our node index
-    convs, params = nn.ModuleDict(), nn.ParameterDict()
-
-    def src(op, i):
-        return op.input_value(i).get_node()
-
-    def ref(op, i):
-        return index[src(op, i).get_friendly_name()]
-
-    def add(op, kind, inputs, **attrs):
-        key = _key(op.get_friendly_name())
-        nodes.append(Node(key, kind, inputs, attrs))
-        index[op.get_friendly_name()] = len(nodes) - 1
-        return key
-
+    t = _Translator(model)
     for op in model.get_ordered_ops():
-        t = op.get_type_name()
-        if t == "Constant":
+        kind = op.get_type_name()
+        if kind == "Constant":
             continue
-        if t == "Parameter":
-            add(op, "input", [], port=model.get_parameter_index(op))
-        elif t in ("Convolution", "GroupConvolution"):
-            w = _const(src(op, 1))
-            if w is None:
-                raise EdgegazeError(f"{op.get_friendly_name()}: convolution without constant weights is not supported")
-            groups = 1
-            if t == "GroupConvolution":
-                groups = w.shape[0]
-                w = w.reshape(w.shape[0] * w.shape[1], *w.shape[2:])
-            a = op.get_attributes()
-            # with static shapes OpenVINO has already resolved auto_pad into pads_begin/pads_end
-            conv = nn.Conv2d(w.shape[1] * groups, w.shape[0], w.shape[2:], stride=a["strides"], dilation=a["dilations"],
-                             groups=groups, bias=True)
-            with torch.no_grad():
-                conv.weight.copy_(torch.from_numpy(w))
-                conv.bias.zero_()
-            key = add(op, "conv", [ref(op, 0)], pads=[int(p) for p in a["pads_begin"] + a["pads_end"]])
-            convs[key] = conv
-        elif t in ("Add", "Multiply"):
-            c0, c1 = _const(src(op, 0)), _const(src(op, 1))
-            if c0 is None and c1 is None:
-                add(op, t.lower(), [ref(op, 0), ref(op, 1)])
-                continue
-            c = c1 if c1 is not None else c0
-            x = ref(op, 0 if c1 is not None else 1)
-            prev = nodes[x]
-            # A bias Add right after a convolution is folded into the conv's own bias, so pruning
-            # and export see one layer (OpenVINO fuses it anyway).
-            if (t == "Add" and prev.op == "conv" and c.size == convs[prev.name].out_channels
-                    and len(src(op, 0 if c1 is not None else 1).output(0).get_target_inputs()) == 1):
-                with torch.no_grad():
-                    convs[prev.name].bias.add_(torch.from_numpy(c.reshape(-1)))
-                index[op.get_friendly_name()] = x
-                continue
-            key = add(op, t.lower() + "_const", [x])
-            params[key] = nn.Parameter(torch.from_numpy(c.astype(np.float32)), requires_grad=c.size > 1)
-        elif t == "PRelu":
-            key = add(op, "prelu", [ref(op, 0)])
-            params[key] = nn.Parameter(torch.from_numpy(_const(src(op, 1)).astype(np.float32)))
-        elif t in ("Relu", "Sigmoid"):
-            add(op, t.lower(), [ref(op, 0)])
-        elif t == "MaxPool":
-            a = op.get_attributes()
-            if a.get("rounding_type", "floor") not in ("floor", "ceil") or any(a["pads_begin"]) or any(a["pads_end"]):
-                raise EdgegazeError(f"{op.get_friendly_name()}: MaxPool padding not supported")
-            add(op, "maxpool", [ref(op, 0)], kernel=a["kernel"], stride=a["strides"],
-                ceil=a.get("rounding_type") == "ceil")
-        elif t == "Pad":
-            begin, end = _const(src(op, 1)), _const(src(op, 2))
-            value = float(_const(src(op, 3))) if op.get_input_size() > 3 else 0.0
-            if op.get_attributes()["pad_mode"] != "constant":
-                raise EdgegazeError(f"{op.get_friendly_name()}: only constant Pad is supported")
-            add(op, "pad", [ref(op, 0)], begin=[int(v) for v in begin], end=[int(v) for v in end], value=value)
-        elif t == "Transpose":
-            add(op, "transpose", [ref(op, 0)], perm=[int(v) for v in _const(src(op, 1))])
-        elif t == "Reshape":
-            shape = [int(v) for v in _const(src(op, 1))]
-            add(op, "reshape", [ref(op, 0)], shape=shape, out=[int(d) for d in op.get_output_shape(0)])
-        elif t == "Concat":
-            add(op, "concat", [ref(op, i) for i in range(op.get_input_size())], axis=op.get_attributes()["axis"])
-        elif t == "MatMul":
-            w = _const(src(op, 1))
-            a = op.get_attributes()
-            if w is None or a["transpose_a"]:
-                raise EdgegazeError(f"{op.get_friendly_name()}: only MatMul by a constant is supported")
-            key = add(op, "matmul", [ref(op, 0)], transpose_b=a["transpose_b"])
-            params[key] = nn.Parameter(torch.from_numpy(w.astype(np.float32)))
-        elif t == "Result":
-            add(op, "result", [ref(op, 0)], port=model.get_result_index(op.output(0)))
-        elif t == "Convert":
-            add(op, "identity", [ref(op, 0)])
-        else:
-            raise EdgegazeError(f"op {t} ({op.get_friendly_name()}) has no PyTorch form yet")
-    module = OVGraphModule(nodes, convs, params)
+        handler = _Translator.HANDLERS.get(kind)
+        if handler is None:
+            raise EdgegazeError(f"op {kind} ({op.get_friendly_name()}) has no PyTorch form yet")
+        getattr(t, handler)(op)
+    module = OVGraphModule(t.nodes, t.convs, t.params)
     module.input_names = [p.get_any_name() for p in model.inputs]
     module.output_names = [sorted(r.get_names()) for r in model.outputs]
     module.input_shapes = [list(p.get_shape()) for p in model.inputs]
     return module
 
 
+class _Translator:
+    """ov ops -> Nodes, with the convolutions as nn.Conv2d and the per-channel constants as
+    parameters: one method per op family."""
+
+    HANDLERS = {"Parameter": "parameter", "Convolution": "conv", "GroupConvolution": "conv", "Add": "add_multiply",
+                "Multiply": "add_multiply", "PRelu": "prelu", "Relu": "unary", "Sigmoid": "unary",
+                "MaxPool": "maxpool", "Pad": "pad", "Transpose": "transpose", "Reshape": "reshape",
+                "Concat": "concat", "MatMul": "matmul", "Result": "result", "Convert": "identity"}
+
+    def __init__(self, model: ov.Model):
+        self.torch = require_torch()
+        self.model = model
+        self.nodes: list[Node] = []
+        self.index: dict[str, int] = {}  # ov node friendly name -> our node index
+        self.convs, self.params = self.torch.nn.ModuleDict(), self.torch.nn.ParameterDict()
+
+    @staticmethod
+    def src(op, i):
+        return op.input_value(i).get_node()
+
+    def ref(self, op, i) -> int:
+        return self.index[self.src(op, i).get_friendly_name()]
+
+    def add(self, op, kind, inputs, **attrs) -> str:
+        key = _key(op.get_friendly_name())
+        self.nodes.append(Node(key, kind, inputs, attrs))
+        self.index[op.get_friendly_name()] = len(self.nodes) - 1
+        return key
+
+    def param(self, key: str, value: np.ndarray, requires_grad: bool = True) -> None:
+        self.params[key] = self.torch.nn.Parameter(self.torch.from_numpy(value.astype(np.float32)), requires_grad=requires_grad)
+
+    def parameter(self, op):
+        self.add(op, "input", [], port=self.model.get_parameter_index(op))
+
+    def conv(self, op):
+        torch = self.torch
+        w = _const(self.src(op, 1))
+        if w is None:
+            raise EdgegazeError(f"{op.get_friendly_name()}: convolution without constant weights is not supported")
+        groups = 1
+        if op.get_type_name() == "GroupConvolution":
+            groups = w.shape[0]
+            w = w.reshape(w.shape[0] * w.shape[1], *w.shape[2:])
+        a = op.get_attributes()
+        # with static shapes OpenVINO has already resolved auto_pad into pads_begin/pads_end
+        conv = torch.nn.Conv2d(w.shape[1] * groups, w.shape[0], w.shape[2:], stride=a["strides"],
+                               dilation=a["dilations"], groups=groups, bias=True)
+        with torch.no_grad():
+            conv.weight.copy_(torch.from_numpy(w))
+            conv.bias.zero_()
+        key = self.add(op, "conv", [self.ref(op, 0)], pads=[int(p) for p in a["pads_begin"] + a["pads_end"]])
+        self.convs[key] = conv
+
+    def add_multiply(self, op):
+        t = op.get_type_name()
+        c0, c1 = _const(self.src(op, 0)), _const(self.src(op, 1))
+        if c0 is None and c1 is None:
+            self.add(op, t.lower(), [self.ref(op, 0), self.ref(op, 1)])
+            return
+        c = c1 if c1 is not None else c0
+        x = self.ref(op, 0 if c1 is not None else 1)
+        prev = self.nodes[x]
+        # A bias Add right after a convolution is folded into the conv's own bias, so pruning
+        # and export see one layer (OpenVINO fuses it anyway).
+        if (t == "Add" and prev.op == "conv" and c.size == self.convs[prev.name].out_channels
+                and len(self.src(op, 0 if c1 is not None else 1).output(0).get_target_inputs()) == 1):
+            with self.torch.no_grad():
+                self.convs[prev.name].bias.add_(self.torch.from_numpy(c.reshape(-1)))
+            self.index[op.get_friendly_name()] = x
+            return
+        self.param(self.add(op, t.lower() + "_const", [x]), c, requires_grad=c.size > 1)
+
+    def prelu(self, op):
+        self.param(self.add(op, "prelu", [self.ref(op, 0)]), _const(self.src(op, 1)))
+
+    def unary(self, op):
+        self.add(op, op.get_type_name().lower(), [self.ref(op, 0)])
+
+    def identity(self, op):
+        self.add(op, "identity", [self.ref(op, 0)])
+
+    def maxpool(self, op):
+        a = op.get_attributes()
+        if a.get("rounding_type", "floor") not in ("floor", "ceil") or any(a["pads_begin"]) or any(a["pads_end"]):
+            raise EdgegazeError(f"{op.get_friendly_name()}: MaxPool padding not supported")
+        self.add(op, "maxpool", [self.ref(op, 0)], kernel=a["kernel"], stride=a["strides"],
+                 ceil=a.get("rounding_type") == "ceil")
+
+    def pad(self, op):
+        begin, end = _const(self.src(op, 1)), _const(self.src(op, 2))
+        value = float(_const(self.src(op, 3))) if op.get_input_size() > 3 else 0.0
+        if op.get_attributes()["pad_mode"] != "constant":
+            raise EdgegazeError(f"{op.get_friendly_name()}: only constant Pad is supported")
+        self.add(op, "pad", [self.ref(op, 0)], begin=[int(v) for v in begin], end=[int(v) for v in end], value=value)
+
+    def transpose(self, op):
+        self.add(op, "transpose", [self.ref(op, 0)], perm=[int(v) for v in _const(self.src(op, 1))])
+
+    def reshape(self, op):
+        shape = [int(v) for v in _const(self.src(op, 1))]
+        self.add(op, "reshape", [self.ref(op, 0)], shape=shape, out=[int(d) for d in op.get_output_shape(0)])
+
+    def concat(self, op):
+        self.add(op, "concat", [self.ref(op, i) for i in range(op.get_input_size())], axis=op.get_attributes()["axis"])
+
+    def matmul(self, op):
+        w = _const(self.src(op, 1))
+        a = op.get_attributes()
+        if w is None or a["transpose_a"]:
+            raise EdgegazeError(f"{op.get_friendly_name()}: only MatMul by a constant is supported")
+        self.param(self.add(op, "matmul", [self.ref(op, 0)], transpose_b=a["transpose_b"]), w)
+
+    def result(self, op):
+        self.add(op, "result", [self.ref(op, 0)], port=self.model.get_result_index(op.output(0)))
+
+
+def _forward_ops(torch) -> dict:
+    """Node op -> fn(module, node, inputs): what each translated node computes."""
+    F = torch.nn.functional
+
+    def conv(m, n, x):
+        p = n.attrs["pads"]  # [top, left, bottom, right]
+        h = F.pad(x[0], (p[1], p[3], p[0], p[2])) if any(p) else x[0]
+        return m.convs[n.name](h)
+
+    def pad(m, n, x):
+        b, e = n.attrs["begin"], n.attrs["end"]
+        pads = []
+        for d in reversed(range(len(b))):
+            pads += [b[d], e[d]]
+        return F.pad(x[0], pads, value=n.attrs["value"])
+
+    def reshape(m, n, x):
+        shape = list(n.attrs["shape"])
+        if not m.static_shapes and shape and shape[0] == 1:
+            shape = [x[0].shape[0], *[-1 if s == 0 else s for s in shape[1:]]]
+            if len(shape) == 2:
+                shape[1] = -1
+        return x[0].reshape(shape)
+
+    def matmul(m, n, x):
+        w = m.params[n.name]
+        return x[0] @ (w.t() if n.attrs["transpose_b"] else w)
+
+    return {
+        "conv": conv, "pad": pad, "reshape": reshape, "matmul": matmul,
+        "add": lambda m, n, x: x[0] + x[1],
+        "multiply": lambda m, n, x: x[0] * x[1],
+        "add_const": lambda m, n, x: x[0] + m.params[n.name],
+        "multiply_const": lambda m, n, x: x[0] * m.params[n.name],
+        "prelu": lambda m, n, x: torch.where(x[0] >= 0, x[0], x[0] * m.params[n.name]),
+        "relu": lambda m, n, x: F.relu(x[0]),
+        "sigmoid": lambda m, n, x: torch.sigmoid(x[0]),
+        "maxpool": lambda m, n, x: F.max_pool2d(x[0], n.attrs["kernel"], n.attrs["stride"], ceil_mode=n.attrs["ceil"]),
+        "transpose": lambda m, n, x: x[0].permute(*n.attrs["perm"]),
+        "concat": lambda m, n, x: torch.cat(x, dim=n.attrs["axis"]),
+        "result": lambda m, n, x: x[0],
+        "identity": lambda m, n, x: x[0],
+    }
+
+
 def _module_class():
     torch = require_torch()
-    F = torch.nn.functional
+    ops = _forward_ops(torch)
 
     class OVGraphModule(torch.nn.Module):
         """Runs the translated graph node by node; outputs in the source model's output order."""
@@ -202,57 +277,12 @@ def _module_class():
         def forward(self, *inputs):
             env, outs = [], {}
             for n in self.nodes:
-                x = [env[i] for i in n.inputs]
-                op = n.op
-                if op == "input":
+                if n.op == "input":
                     y = inputs[n.attrs["port"]]
-                elif op == "conv":
-                    p = n.attrs["pads"]  # [top, left, bottom, right]
-                    h = x[0]
-                    if any(p):
-                        h = F.pad(h, (p[1], p[3], p[0], p[2]))
-                    y = self.convs[n.name](h)
-                elif op == "add":
-                    y = x[0] + x[1]
-                elif op == "multiply":
-                    y = x[0] * x[1]
-                elif op == "add_const":
-                    y = x[0] + self.params[n.name]
-                elif op == "multiply_const":
-                    y = x[0] * self.params[n.name]
-                elif op == "prelu":
-                    y = torch.where(x[0] >= 0, x[0], x[0] * self.params[n.name])
-                elif op == "relu":
-                    y = F.relu(x[0])
-                elif op == "sigmoid":
-                    y = torch.sigmoid(x[0])
-                elif op == "maxpool":
-                    y = F.max_pool2d(x[0], n.attrs["kernel"], n.attrs["stride"], ceil_mode=n.attrs["ceil"])
-                elif op == "pad":
-                    b, e = n.attrs["begin"], n.attrs["end"]
-                    pads = []
-                    for d in reversed(range(len(b))):
-                        pads += [b[d], e[d]]
-                    y = F.pad(x[0], pads, value=n.attrs["value"])
-                elif op == "transpose":
-                    y = x[0].permute(*n.attrs["perm"])
-                elif op == "reshape":
-                    shape = list(n.attrs["shape"])
-                    if not self.static_shapes and shape and shape[0] == 1:
-                        shape = [x[0].shape[0], *[-1 if s == 0 else s for s in shape[1:]]]
-                        if len(shape) == 2:
-                            shape[1] = -1
-                    y = x[0].reshape(shape)
-                elif op == "concat":
-                    y = torch.cat(x, dim=n.attrs["axis"])
-                elif op == "matmul":
-                    w = self.params[n.name]
-                    y = x[0] @ (w.t() if n.attrs["transpose_b"] else w)
-                elif op == "result":
-                    outs[n.attrs["port"]] = x[0]
-                    y = x[0]
-                else:  # identity
-                    y = x[0]
+                else:
+                    y = ops[n.op](self, n, [env[i] for i in n.inputs])
+                    if n.op == "result":
+                        outs[n.attrs["port"]] = y
                 env.append(y)
             if self.record is not None:
                 self.record.extend(env)
