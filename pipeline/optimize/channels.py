@@ -43,14 +43,22 @@ class Unit:
 
 class ChannelGraph:
     def __init__(self, module, example):
-        torch = require_torch()
         self.module = module
+        self._record_shapes(module, example)
+        self.consumers: list[tuple[str, int]] = []  # (conv key, input node)
+        for i, nd in enumerate(module.nodes):
+            self._link(i, nd)
+        self.members = self._free_sets()
+        self.units = self._units()
+
+    def _record_shapes(self, module, example) -> None:
+        """Every node's output shape from one forward pass; one union-find element per channel."""
+        torch = require_torch()
         module.record = []
         with torch.no_grad():
             module(example)
         outs, module.record = module.record, None
         self.shapes = [tuple(o.shape) for o in outs]
-        nodes = module.nodes
         self.offset, n = [], 0
         for shape in self.shapes:
             self.offset.append(n)
@@ -58,55 +66,63 @@ class ChannelGraph:
         self.channels = [(s[1] if len(s) > 1 else 1) for s in self.shapes]
         self.parent = list(range(n))
         self.locked = np.zeros(n, bool)
-        self.consumers: list[tuple[str, int]] = []  # (conv key, input node)
 
-        for i, nd in enumerate(nodes):
-            ins = nd.inputs
-            if nd.op == "conv":
-                conv = module.convs[nd.name]
-                if conv.groups == 1:
-                    self.consumers.append((nd.name, ins[0]))
-                elif conv.groups == conv.in_channels == conv.out_channels:
-                    self._join_all(ins[0], i)
-                else:
-                    self._lock(ins[0]), self._lock(i)
-            elif nd.op in ("add", "multiply") and self.shapes[ins[0]] == self.shapes[ins[1]] == self.shapes[i]:
-                self._join_all(ins[0], i), self._join_all(ins[1], i)
-            elif nd.op in ("add_const", "multiply_const", "prelu", "relu", "sigmoid", "maxpool", "identity") \
-                    and len(self.shapes[i]) == 4:
+    def _link(self, i: int, nd) -> None:
+        """Join the channels node i passes through unchanged to its inputs'; lock those it mixes."""
+        ins = nd.inputs
+        if nd.op == "conv":
+            conv = self.module.convs[nd.name]
+            if conv.groups == 1:
+                self.consumers.append((nd.name, ins[0]))
+            elif conv.groups == conv.in_channels == conv.out_channels:
                 self._join_all(ins[0], i)
-            elif nd.op == "pad" and len(self.shapes[i]) == 4 and not any(nd.attrs["begin"][2:] + nd.attrs["end"][2:]):
-                b = nd.attrs["begin"][1]
-                for c in range(self.channels[ins[0]]):
-                    self._union(self.offset[ins[0]] + c, self.offset[i] + b + c)
-            elif nd.op == "concat" and nd.attrs["axis"] == 1:
-                k = 0
-                for j in ins:
-                    for c in range(self.channels[j]):
-                        self._union(self.offset[j] + c, self.offset[i] + k + c)
-                    k += self.channels[j]
-            else:  # input, transpose, reshape, matmul, result, anything else
-                self._lock(i)
-                for j in ins:
-                    self._lock(j)
+            else:
+                self._lock(ins[0]), self._lock(i)
+        elif nd.op in ("add", "multiply") and self.shapes[ins[0]] == self.shapes[ins[1]] == self.shapes[i]:
+            self._join_all(ins[0], i), self._join_all(ins[1], i)
+        elif nd.op in ("add_const", "multiply_const", "prelu", "relu", "sigmoid", "maxpool", "identity") \
+                and len(self.shapes[i]) == 4:
+            self._join_all(ins[0], i)
+        elif nd.op == "pad" and len(self.shapes[i]) == 4 and not any(nd.attrs["begin"][2:] + nd.attrs["end"][2:]):
+            b = nd.attrs["begin"][1]
+            for c in range(self.channels[ins[0]]):
+                self._union(self.offset[ins[0]] + c, self.offset[i] + b + c)
+        elif nd.op == "concat" and nd.attrs["axis"] == 1:
+            k = 0
+            for j in ins:
+                for c in range(self.channels[j]):
+                    self._union(self.offset[j] + c, self.offset[i] + k + c)
+                k += self.channels[j]
+        else:  # input, transpose, reshape, matmul, result, anything else
+            self._lock(i)
+            for j in ins:
+                self._lock(j)
+
+    def _free_sets(self) -> dict[int, list[tuple[int, int]]]:
+        """Channel sets that no locked channel joins: root -> its (node, channel) members."""
         locked_roots = {self._find(e) for e in np.flatnonzero(self.locked)}
         members: dict[int, list[tuple[int, int]]] = {}
-        for i in range(len(nodes)):
+        for i in range(len(self.module.nodes)):
             for c in range(self.channels[i] if len(self.shapes[i]) == 4 else 0):
                 r = self._find(self.offset[i] + c)
                 if r not in locked_roots:
                     members.setdefault(r, []).append((i, c))
-        self.members = members
+        return members
+
+    def _units(self) -> list[Unit]:
+        """Sets that run through the same nodes form one unit, named after the conv producing them."""
+        nodes, convs_of = self.module.nodes, self.module.convs
         by_sig: dict[tuple, list[int]] = {}
-        for r, m in members.items():
+        for r, m in self.members.items():
             by_sig.setdefault(tuple(sorted({i for i, _ in m})), []).append(r)
-        self.units = []
+        units = []
         for sig, roots in sorted(by_sig.items(), key=lambda kv: kv[0]):
             convs = [nodes[i].name for i in sig if nodes[i].op == "conv"]
             convs += [k for k, j in self.consumers if j in sig and k not in convs]
-            producers = [nodes[i].name for i in sig if nodes[i].op == "conv" and module.convs[nodes[i].name].groups == 1]
+            producers = [nodes[i].name for i in sig if nodes[i].op == "conv" and convs_of[nodes[i].name].groups == 1]
             name = (producers or convs or [nodes[sig[0]].name])[0].removeprefix("n_")
-            self.units.append(Unit(name, sorted(roots), list(sig), convs))
+            units.append(Unit(name, sorted(roots), list(sig), convs))
+        return units
 
     # union-find
     def _find(self, e):
