@@ -273,6 +273,12 @@ def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
+def _add_input_models(p: argparse.ArgumentParser, input_help: str, precision_help: str) -> None:
+    p.add_argument("--input", required=True, help=input_help)
+    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
+    p.add_argument("--precision", default="FP32", help=precision_help)
+
+
 def _add_models(sub) -> None:
     """`models list`, `models fetch`."""
     models = sub.add_parser("models", help="list and fetch zoo models").add_subparsers(dest="action", required=True)
@@ -297,9 +303,8 @@ def _add_convert(sub) -> None:
 def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
-    p.add_argument("--input", required=True, help="webcam index, video file, image or folder of images")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
-    p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
+    _add_input_models(p, "webcam index, video file, image or folder of images",
+                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
     p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
                    "lists (CPU, GPU, NPU), or AUTO")
     for kind in ("face", "landmarks", "head-pose", "gaze", "eye-state"):
@@ -324,9 +329,7 @@ def _add_run(sub) -> None:
 def _add_report(sub) -> None:
     """`report`: FLOPs, latency, throughput, energy and profile of the stage models."""
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
-    p.add_argument("--input", required=True, help="video (or image) whose frames feed the models")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
-    p.add_argument("--precision", default="FP32", help="comma list, e.g. FP16,FP16-INT8")
+    _add_input_models(p, "video (or image) whose frames feed the models", "comma list, e.g. FP16,FP16-INT8")
     p.add_argument("--frames", type=_int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
