@@ -188,6 +188,8 @@ class QuantizeOptions:
             raise EdgegazeError(f"unknown preset '{self.preset}'; valid: {', '.join(PRESETS)}")
         object.__setattr__(self, "budget", self.budget or dict(metrics.DEFAULT_BUDGET))
         object.__setattr__(self, "ignore", tuple(self.ignore))
+        if self.out is not None:
+            object.__setattr__(self, "out", Path(self.out))
 
 
 @dataclass
