@@ -3,7 +3,9 @@
 Each MediaPipe mesh (short-range BlazeFace + FaceMesh FP32) is fitted several ways; OMZ
 head-pose-estimation-adas-0001 runs on its own set's detector box and on the BlazeFace box (what
 a fused stage in the MediaPipe set would see). Two checks, each on plain and mirrored frames:
-(a) AFLW2000 dev faces: MAE and signed bias per axis against the labels (datasets.aflw_to_edgegaze);
+(a) AFLW2000 dev faces: MAE and signed bias per axis against the labels (datasets.aflw_to_edgegaze),
+    also with FaceMesh re-run on the ROI from its own mesh (a still gets the detector's ROI, a
+    tracked video frame the previous mesh's);
 (b) the shared videos (no labels): mirror consistency (|yaw + yaw'|, |pitch - pitch'|, |roll + roll'|)
     and the difference from OMZ on the same frames.
 
@@ -54,6 +56,19 @@ FITS = {
 }
 
 
+RECROPS = 2
+
+
+def recrop(facemesh, img, landmarks, passes: int) -> list[np.ndarray]:
+    """FaceMesh run again on the ROI from its own last mesh (what tracking does from frame to frame
+    on a video), `passes` times: the meshes after each pass."""
+    out = []
+    for _ in range(passes):
+        landmarks = facemesh(img, FaceResult(facemesh.next_face(landmarks, img.shape)))
+        out.append(landmarks.points)
+    return out
+
+
 def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
     """Per face: mesh points, frame shape, OMZ on the BlazeFace box (+ own set and label on AFLW)."""
     mp = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
@@ -75,7 +90,8 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
             hp = omz_hp(img, FaceResult(got[k].face))
             dev.append({"image": s.image.name, "flip": flip, "true": [s.yaw, s.pitch, s.roll], "shape": img.shape,
                         "mesh": got[k].landmarks.points, "omz on BlazeFace box": [hp.yaw, hp.pitch, hp.roll],
-                        "omz (own set)": [getattr(own[j].head_pose, a) for a in AXES]})
+                        "omz (own set)": [getattr(own[j].head_pose, a) for a in AXES],
+                        "recropped": recrop(mp.landmarks, img, got[k].landmarks, RECROPS)})
     video = []
     for name in VIDEOS:
         cap, i = cv2.VideoCapture(str(SHARED / "video" / name)), 0
@@ -103,6 +119,9 @@ def dev_rows(dev: list[dict]) -> list[dict]:
     est = {k: (lambda f: lambda d: f(d["mesh"], d["shape"]))(f) for k, f in FITS.items()}
     est.update({k: (lambda k: lambda d: d[k])(k) for k in ("omz (own set)", "omz on BlazeFace box")})
     stage = est[next(iter(FITS))]
+    for n in range(1, RECROPS + 1):
+        est[f"the stage on FaceMesh re-cropped {n}x from its own mesh (the tracked ROI)"] = (
+            lambda n: lambda d: FITS[next(iter(FITS))](d["recropped"][n - 1], d["shape"]))(n)
     est["average of the stage and omz (own set)"] = lambda d: (np.add(stage(d), d["omz (own set)"])) / 2
     rows, true = [], np.array([a["true"] for a, _ in pairs])
     for name, f in est.items():
