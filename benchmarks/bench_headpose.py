@@ -3,7 +3,9 @@
 Each MediaPipe mesh (short-range BlazeFace + FaceMesh FP32) is fitted several ways; OMZ
 head-pose-estimation-adas-0001 runs on its own set's detector box and on the BlazeFace box (what
 a fused stage in the MediaPipe set would see). Two checks, each on plain and mirrored frames:
-(a) AFLW2000 dev faces: MAE and signed bias per axis against the labels (datasets.aflw_to_edgegaze);
+(a) AFLW2000 dev faces: MAE and signed bias per axis against the labels (datasets.aflw_to_edgegaze),
+    also with FaceMesh re-run on the ROI from its own mesh (a still gets the detector's ROI, a
+    tracked video frame the previous mesh's);
 (b) the shared videos (no labels): mirror consistency (|yaw + yaw'|, |pitch - pitch'|, |roll + roll'|)
     and the difference from OMZ on the same frames.
 
@@ -39,6 +41,29 @@ def perspective(idx=None, hfov=M.HFOV_DEG, sight=True):
     return fit
 
 
+def _normals() -> np.ndarray:
+    """Per canonical point, the normal of its 12 nearest neighbours' plane, facing the camera (-z)."""
+    face = M.canonical()[0]
+    near = np.argsort(((face[:, None] - face[None]) ** 2).sum(-1), 1)[:, :12]
+    n = np.array([np.linalg.svd(face[i] - face[i].mean(0))[2][-1] for i in near])
+    return n * -np.sign(n[:, 2:])
+
+
+def visible(cos_min: float):
+    """The stage's fit, then refitted on the mesh points whose normal faces the camera by more than cos_min."""
+    normals = _normals()
+
+    def fit(mesh, shape):
+        face, rigid = M.canonical()
+        k = M.camera_matrix(shape)
+        r, t = M.pnp_pose(face[rigid], mesh[rigid, :2], k)
+        pts = face @ r.T + t
+        facing = -np.einsum("ij,ij->i", normals @ r.T, pts / np.linalg.norm(pts, axis=1, keepdims=True))
+        i = np.flatnonzero(facing > cos_min)
+        return M.euler_from_matrix(M.mesh_rotation(face[i], mesh[i, :2], k))
+    return fit
+
+
 def orthographic(mesh, shape):
     face, rigid = M.canonical()
     return M.euler_from_matrix(M.umeyama(face[rigid], mesh[rigid])[1])
@@ -51,7 +76,21 @@ FITS = {
     "mesh: perspective, whole mesh 468, 60 deg": perspective(np.arange(468)),
     "mesh: perspective, camera frame (no line of sight)": perspective(sight=False),
     "mesh: orthographic 3-D (Umeyama, FaceMesh z)": orthographic,
+    "mesh: perspective, the 468 points facing the camera (cos > 0.2)": visible(0.2),
 }
+
+
+RECROPS = 2
+
+
+def recrop(facemesh, img, landmarks, passes: int) -> list[np.ndarray]:
+    """FaceMesh run again on the ROI from its own last mesh (what tracking does from frame to frame
+    on a video), `passes` times: the meshes after each pass."""
+    out = []
+    for _ in range(passes):
+        landmarks = facemesh(img, FaceResult(facemesh.next_face(landmarks, img.shape)))
+        out.append(landmarks.points)
+    return out
 
 
 def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
@@ -75,7 +114,8 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
             hp = omz_hp(img, FaceResult(got[k].face))
             dev.append({"image": s.image.name, "flip": flip, "true": [s.yaw, s.pitch, s.roll], "shape": img.shape,
                         "mesh": got[k].landmarks.points, "omz on BlazeFace box": [hp.yaw, hp.pitch, hp.roll],
-                        "omz (own set)": [getattr(own[j].head_pose, a) for a in AXES]})
+                        "omz (own set)": [getattr(own[j].head_pose, a) for a in AXES],
+                        "recropped": recrop(mp.landmarks, img, got[k].landmarks, RECROPS)})
     video = []
     for name in VIDEOS:
         cap, i = cv2.VideoCapture(str(SHARED / "video" / name)), 0
@@ -96,6 +136,14 @@ def mirror_error(a: np.ndarray, b: np.ndarray) -> list[float]:
     return np.abs(a + b * [1, -1, 1]).mean(0).tolist()
 
 
+def change_interval(diff: np.ndarray, draws: int = 5000) -> str:
+    """90 % bootstrap interval (over faces) of the mean per-face MAE change against the stage."""
+    if not np.any(diff):
+        return ""
+    means = np.random.default_rng(0).choice(diff, (draws, len(diff))).mean(1)
+    return f"{diff.mean():+.2f} ({np.percentile(means, 5):+.2f}..{np.percentile(means, 95):+.2f})"
+
+
 def dev_rows(dev: list[dict]) -> list[dict]:
     plain = [d for d in dev if not d["flip"]]
     mirrored = {d["image"]: d for d in dev if d["flip"]}
@@ -103,6 +151,9 @@ def dev_rows(dev: list[dict]) -> list[dict]:
     est = {k: (lambda f: lambda d: f(d["mesh"], d["shape"]))(f) for k, f in FITS.items()}
     est.update({k: (lambda k: lambda d: d[k])(k) for k in ("omz (own set)", "omz on BlazeFace box")})
     stage = est[next(iter(FITS))]
+    for n in range(1, RECROPS + 1):
+        est[f"the stage on FaceMesh re-cropped {n}x from its own mesh (the tracked ROI)"] = (
+            lambda n: lambda d: FITS[next(iter(FITS))](d["recropped"][n - 1], d["shape"]))(n)
     est["average of the stage and omz (own set)"] = lambda d: (np.add(stage(d), d["omz (own set)"])) / 2
     rows, true = [], np.array([a["true"] for a, _ in pairs])
     for name, f in est.items():
@@ -112,6 +163,10 @@ def dev_rows(dev: list[dict]) -> list[dict]:
         row.update({f"{ax} MAE": float(v) for ax, v in zip(AXES, np.abs(err).mean(0))})
         row.update({f"{ax} bias": float(v) for ax, v in zip(AXES, err.mean(0))})
         row["mirror y/p/r"] = "/".join(f"{v:.1f}" for v in mirror_error(a, b))
+        per_face = np.abs(err).mean(1)
+        if name == next(iter(FITS)):
+            base = per_face
+        row["vs stage, 90 % CI"] = change_interval(per_face - base)
         rows.append(row)
     return rows
 
@@ -145,7 +200,7 @@ def main() -> None:
     dev, video = collect(args.aflw, args.step)
     drows, vrows = dev_rows(dev), video_rows(video)
     dcols = ["estimate", "faces", "yaw MAE", "pitch MAE", "roll MAE", "mean MAE", "yaw bias", "pitch bias",
-             "roll bias", "mirror y/p/r"]
+             "roll bias", "mirror y/p/r", "vs stage, 90 % CI"]
     vcols = ["video", "estimate", "frames", "mirror y/p/r", "minus omz, mean y/p/r", "corr with omz y/p/r"]
     text = (f"# Head-pose fits on the same faces\n\nAFLW2000 `{args.aflw}` (degrees; bias = mean of pred - label; "
             f"mirror = disagreement with the mirrored image's estimate):\n\n{markdown_table(drows, dcols)}\n\n"

@@ -51,6 +51,7 @@ class Gaze:
     pitch: float
     right_iris: np.ndarray | None = None  # (2,) frame pixels
     left_iris: np.ndarray | None = None
+    eye_contours: np.ndarray | None = None  # (2, 16, 2) frame px, [right, left] lids: outer corner, lower, inner, upper
 
     @staticmethod
     def from_vector(v: np.ndarray, **kw) -> "Gaze":

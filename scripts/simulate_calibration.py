@@ -16,7 +16,8 @@ No labeled gaze-on-screen data can be shared here, so the truth is simulated and
 3. Each method is scored leave-one-target-out (the issue's protocol) and on a 5x5 grid of unseen
    test points (what the user meets afterwards), in degrees of visual angle and % of screen width.
 
-Methods: `auto` (regression.choose, the default), each fixed candidate, and the old default
+Methods: `auto` (regression.choose, the default), `auto (no openness)` (the same without the
+samples' eye openness, so without blink rejection), each fixed candidate, and the old default
 (`legacy-degree2`: ridge alpha 0.05 on a degree-2 polynomial in the 4 features, fitted on every
 sample, no clipping) and `legacy-degree1`.
 """
@@ -50,10 +51,10 @@ FPS, HOLD_S, SACCADE_S = 30.0, 1.5, 0.3
 
 
 def traces(models: str, cache: Path) -> np.ndarray:
-    """Per-frame [gaze yaw, gaze pitch, head yaw, head pitch] (NaN without a face), all videos."""
+    """Per-frame calibration sample (calibration.face_angles: gaze yaw, gaze pitch, head yaw, head
+    pitch, eye openness; NaN without a face), all videos."""
     if cache.exists():
         return np.load(cache)
-    from pipeline.control.mapping import face_angles
     from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
@@ -62,21 +63,22 @@ def traces(models: str, cache: Path) -> np.ndarray:
     for name in VIDEOS:
         pipe.reset()
         for fr in pipe.run(open_source(str(ROOT.parent / "shared/data/video" / name))):
-            a = face_angles(fr.faces[0]) if fr.faces else None
-            rows.append(a if a is not None else np.full(4, np.nan))
+            a = cal.face_angles(fr.faces[0]) if fr.faces else None
+            rows.append(a if a is not None else np.full(5, np.nan))
     out = np.array(rows)
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, out)
     return out
 
 
-def noise_model(tr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(residuals, head) stretches where a face was found: residual = trace - running median."""
-    ok = ~np.isnan(tr).any(1)
-    tr = tr[ok]
+def noise_model(tr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(residuals, head, openness) stretches where a face was found: residual = trace - running
+    median; the openness is the real one of the same frames (NaN where nothing measured it)."""
+    ok = ~np.isnan(tr[:, :4]).any(1)
+    tr, openness = tr[ok, :4], tr[ok, 4]
     pad = np.pad(tr, ((4, 4), (0, 0)), mode="edge")
     med = np.median(np.stack([pad[i:i + len(tr)] for i in range(9)]), 0)
-    return tr - med, tr[:, 2:] - np.median(tr[:, 2:], 0)
+    return tr - med, tr[:, 2:] - np.median(tr[:, 2:], 0), openness
 
 
 def true_angles(points: np.ndarray) -> np.ndarray:
@@ -101,8 +103,8 @@ def observe(u: dict, ang: np.ndarray, head: np.ndarray, noise: np.ndarray) -> np
     return np.column_stack([g, h]) + noise
 
 
-def session(u, points, residuals, head_trace, rng) -> dict[int, list]:
-    """Steady samples per target, as the mouse app collects them."""
+def session(u, points, residuals, head_trace, openness, rng) -> dict[int, list]:
+    """Steady samples per target, as the mouse app collects them (with the real frames' openness)."""
     n = int(HOLD_S * FPS)
     start = rng.integers(0, len(residuals) - n * (len(points) + 1))
     sampler, samples, prev = cal.SteadySampler(), {}, true_angles(points[-1:])[0]
@@ -112,7 +114,8 @@ def session(u, points, residuals, head_trace, rng) -> dict[int, list]:
         s = int(SACCADE_S * FPS)
         ang[:s] = prev + (ang[0] - prev) * np.linspace(0, 1, s)[:, None]  # the saccade and settling
         prev = ang[-1]
-        feats = observe(u, ang, head_trace[i0:i0 + n], residuals[i0:i0 + n])
+        feats = np.column_stack([observe(u, ang, head_trace[i0:i0 + n], residuals[i0:i0 + n]),
+                                 openness[i0:i0 + n]])
         sampler.start(0.0)
         for j, f in enumerate(feats):
             if sampler(j / FPS, f):
@@ -127,7 +130,7 @@ class Legacy:
         self.degree, self.choice = degree, {"model": f"legacy-degree{degree}"}
 
     def fit(self, x, y):
-        x = np.asarray(x, np.float64)
+        x = np.asarray(x, np.float64)[:, :len(cal.FEATURES)]  # the old one had no openness
         self.mean, self.scale = x.mean(0), np.where(x.std(0) < 1e-6, 1.0, x.std(0))
         p = regression._poly((x - self.mean) / self.scale, self.degree)
         self.pm, self.ym = p.mean(0), np.asarray(y).mean(0)
@@ -136,18 +139,35 @@ class Legacy:
         return self
 
     def predict(self, x):
-        p = regression._poly((np.atleast_2d(x) - self.mean) / self.scale, self.degree)
+        x = np.atleast_2d(x)[:, :len(cal.FEATURES)]
+        p = regression._poly((x - self.mean) / self.scale, self.degree)
         return (p - self.pm) @ self.coef + self.ym
+
+
+class NoOpenness:
+    """A method fitted without the samples' openness column (no blink rejection), for comparison."""
+
+    def __init__(self, inner):
+        self.inner, self.choice = inner, inner.choice
+
+    def fit(self, x, y):
+        self.inner.fit(np.asarray(x)[:, :len(cal.FEATURES)], y)
+        return self
+
+    def predict(self, x):
+        return self.inner.predict(x)
 
 
 def method(name: str):
     bounds = [SCREEN.width_px, SCREEN.height_px]
+    if name.endswith(" (no openness)"):
+        return lambda: NoOpenness(cal.regressor(name.split()[0], bounds))
     if name.startswith("legacy-degree"):
         return lambda: Legacy(int(name[-1]))
     return lambda: cal.regressor(name, bounds)
 
 
-METHODS = ("auto", "axis-gaze", "affine-gaze", "affine-gaze-head", "quadratic-gaze-head", "legacy-degree1",
+METHODS = ("auto", "auto (no openness)", "axis-gaze", "affine-gaze", "affine-gaze-head", "quadratic-gaze-head", "legacy-degree1",
            "legacy-degree2")
 
 
@@ -168,7 +188,7 @@ def score(make, points, samples, test_points, test_feats) -> tuple[float, float]
 
 
 def simulate(models: str, users: int, cache_dir: Path, seed: int = 0) -> list[dict]:
-    residuals, head_trace = noise_model(traces(models, cache_dir / f"traces_{models}.npy"))
+    residuals, head_trace, openness = noise_model(traces(models, cache_dir / f"traces_{models}_open.npy"))
     rng = np.random.default_rng(seed)
     w, h = SCREEN.width_px, SCREEN.height_px
     test_points = np.stack(np.meshgrid(np.linspace(0.05, 0.95, 5) * (w - 1), np.linspace(0.05, 0.95, 5) * (h - 1)),
@@ -179,7 +199,7 @@ def simulate(models: str, users: int, cache_dir: Path, seed: int = 0) -> list[di
         sums = {m: [] for m in METHODS}
         for _ in range(users):
             u = user(rng)
-            samples = session(u, points, residuals, head_trace, rng)
+            samples = session(u, points, residuals, head_trace, openness, rng)
             if len(samples) < 3:
                 continue
             j = rng.integers(0, len(residuals) - 20, len(test_points))

@@ -192,6 +192,25 @@ def test_robust_mean_drops_blinks_and_glances():
     assert abs(rows.mean(0)[1] + 5) > 1  # the plain mean is pulled off
 
 
+def test_openness_rule_drops_closing_eyes_at_any_scale():
+    from pipeline.control.regression import group_by_target, open_eyes, robust_mean
+
+    rng = np.random.default_rng(6)
+    openness = 0.25 + rng.normal(0, 0.01, 30)
+    openness[[4, 5]] = [0.09, 0.15]  # a blink: closed, then half open
+    openness[20] = 0.19  # 24 % below the median: an ordinary lid movement, kept
+    for scale in (1.0, 0.1, 3.0):  # relative: the same samples whatever the eye size or measure
+        assert np.flatnonzero(~open_eyes(openness * scale)).tolist() == [4, 5]
+    assert open_eyes([np.nan, 0.1, np.nan]).all() and open_eyes([np.nan, 0.25, 0.24, 0.05]).tolist() == [
+        True, True, True, False]  # nothing measured: kept
+    rows = np.tile([10.0, -5.0, 1.0, 2.0], (30, 1)) + rng.normal(0, 1.0, (30, 4))
+    rows[[4, 5], 1] -= 2.5  # the lids drag the gaze down, but within the gaze's own 3 robust SDs
+    plain, opened = robust_mean(rows), robust_mean(rows, openness=openness)
+    assert np.isclose(opened[1], np.delete(rows, [4, 5], 0)[:, 1].mean()) and not np.isclose(plain[1], opened[1])
+    feats, _ = group_by_target(np.column_stack([rows, openness]), np.zeros((30, 2)))
+    assert feats.shape == (1, 4) and np.allclose(feats[0], opened)  # the 5th column is the openness
+
+
 def test_mouse_refuses_a_bad_calibration_and_retries(monkeypatch):
     from pipeline.control import app
 

@@ -294,3 +294,25 @@ def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):
     assert row["mean_px"] < 0.5 * spread and 0 < row["precision_px"] < row["mean_px"] + 1
     assert row["mean_pct_width"] == pytest.approx(100 * row["mean_px"] / 1920, rel=1e-2)
     assert (out / "gaze_session_per_target.png").stat().st_size > 0
+
+
+def test_blinks_on_a_real_webcam_video_are_dropped_from_calibration(zoo_ready):
+    """webcam_640x480.mp4 has blinks at frames 59 and 395 (the eye-state model reads both eyes
+    closed there; scripts/eye_openness.py). The calibration sample's openness (the iris model's lid
+    aspect ratio) falls there, and a target's samples around each blink lose the blink frame only."""
+    from pipeline.control import calibration
+    from pipeline.control.regression import open_eyes
+    from pipeline.runner import Pipeline
+    from pipeline.sources import open_source
+
+    pipe, rows = Pipeline.from_set("mediapipe", "FP32"), {}
+    for fr in pipe.run(open_source(shared_path("video/webcam_640x480.mp4"), max_frames=411)):
+        rows[fr.index] = calibration.face_angles(fr.faces[0])
+    for blink in (59, 395):
+        frames = list(range(blink - 15, blink + 16))  # half a second either side: one target's look
+        sample = np.array([rows[i] for i in frames])
+        assert sample.shape == (31, 5) and np.isfinite(sample).all()
+        openness = sample[:, 4]
+        assert openness[15] < 0.5 * np.median(openness)
+        dropped = [frames[k] for k in np.flatnonzero(~open_eyes(openness))]
+        assert blink in dropped and all(abs(i - blink) <= 2 for i in dropped), dropped

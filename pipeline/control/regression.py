@@ -4,8 +4,10 @@ A calibration has few targets (3 to 16) and noisy features, so the danger is not
 a model that fits the targets and extrapolates wildly between or beyond them (a degree-2
 polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the opposite one). So:
 
-- Each target contributes one row: the robust mean of its samples (`robust_mean`: samples more
-  than 3 robust standard deviations from the target's median gaze are blinks or glances away).
+- Each target contributes one row: the robust mean of its samples (`robust_mean`): samples whose
+  eyes are less open than 0.7 x the target's median (`open_eyes`, when the samples carry an
+  openness column) are blinks; then samples more than 3 robust standard deviations from the
+  target's median gaze are glances away (or blinks nothing measured).
 - Candidate models go from the most constrained to the most flexible (`CANDIDATES`): each screen
   axis from its own gaze angle (x from yaw, y from pitch), an affine map of the gaze angles, an
   affine map of gaze and head angles, and quadratic forms of both. A candidate is eligible only
@@ -63,12 +65,33 @@ ALPHAS = (1e-3, 1e-2, 1e-1, 1.0)
 MIN_LEVELS_QUADRATIC = 3
 SIMPLER_WITHIN = 1.05  # a more flexible model must beat the simplest good one by more than 5 %
 MIN_SPREAD = 0.15  # of the larger spread: below it the targets are on a line (collinear)
+# Eyes count as closing below this fraction of the target's median openness. On the 4 shared face
+# videos (iris-model aspect ratio over its 45-frame running median) blink frames sit at 0.25-0.4,
+# 98 % of frames above 0.75; the gaze's distance from its running median grows from 1.1 deg
+# (median, ratio 0.9-1.1) to 3.9 deg at 0.6-0.7 and 5-9 deg below (scripts/eye_openness.py).
+MIN_OPEN_RATIO = 0.7
 
 
-def robust_mean(rows: np.ndarray, gaze_cols=(0, 1), z_max: float = 3.0, floor_deg: float = 0.5) -> np.ndarray:
-    """Mean of the samples whose gaze angles lie within z_max robust SDs (1.4826 MAD, at least
-    floor_deg) of the target's median; blinks and glances away fall outside."""
+def open_eyes(openness, min_ratio: float = MIN_OPEN_RATIO) -> np.ndarray:
+    """Which samples of one target had their eyes open: openness at least min_ratio x the target's
+    median (relative, so it holds for any eye shape, camera distance or openness measure). NaN
+    openness (nothing measured it) is kept."""
+    o = np.asarray(openness, np.float64)
+    finite = np.isfinite(o)
+    if not finite.any():
+        return np.ones(len(o), bool)
+    return ~finite | (o >= min_ratio * np.median(o[finite]))
+
+
+def robust_mean(rows: np.ndarray, gaze_cols=(0, 1), z_max: float = 3.0, floor_deg: float = 0.5,
+                openness=None) -> np.ndarray:
+    """Mean of the samples with open eyes (`open_eyes`, when their openness is given) whose gaze
+    angles lie within z_max robust SDs (1.4826 MAD, at least floor_deg) of the target's median;
+    blinks and glances away fall outside."""
     rows = np.asarray(rows, np.float64).reshape(len(rows), -1)
+    if openness is not None:
+        opened = open_eyes(openness)
+        rows = rows[opened] if opened.any() else rows
     g = rows[:, list(gaze_cols)]
     med = np.median(g, 0)
     sd = np.maximum(1.4826 * np.median(np.abs(g - med), 0), floor_deg)
@@ -211,11 +234,15 @@ def choose(feats, points, bounds=None) -> tuple[GazeModel, dict]:
 
 
 def group_by_target(x, y) -> tuple[np.ndarray, np.ndarray]:
-    """Rows that share a target point -> (robust mean features per target, target points)."""
+    """Rows that share a target point -> (robust mean features per target, target points). A column
+    after the FEATURES is the eyes' openness (calibration.face_angles): blinks are dropped on it."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     points, inverse = np.unique(y, axis=0, return_inverse=True)
     inverse = np.asarray(inverse).ravel()
-    return np.stack([robust_mean(x[inverse == k]) for k in range(len(points))]), points
+    n = len(FEATURES)
+    opened = (lambda r: r[:, n]) if x.shape[1] > n else (lambda r: None)
+    return np.stack([robust_mean(x[inverse == k, :n], openness=opened(x[inverse == k]))
+                     for k in range(len(points))]), points
 
 
 class AutoGazeModel:

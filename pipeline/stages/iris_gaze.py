@@ -109,9 +109,10 @@ class IrisGaze(FaceStage):
         contour, iris = sorted(outputs, key=np.size, reverse=True)
         contour, iris = contour.reshape(2, -1, 3), iris.reshape(2, -1, 3)
         hp = context["head_pose"]
-        irises, centres = [], []
+        irises, centres, lids = [], [], []
         for b, m in enumerate(context["affines"]):
             irises.append(apply(m, iris[b, 0]))
+            lids.append(apply(m, contour[b, :16]))  # the lids (FaceMesh's 16 eye points): eye openness
             # The iris model's own corners: they sit on the eye better than the mesh's (which ride high).
             centres.append(apply(m, contour[b, list(CONTOUR_CORNERS)]).mean(0))
         rot = matrix_from_euler(hp.yaw, hp.pitch, hp.roll) if hp is not None else np.eye(3)
@@ -128,4 +129,5 @@ class IrisGaze(FaceStage):
             gxy /= max(1.0, float(np.linalg.norm(gxy)))
             g += [gxy[0], gxy[1], -np.sqrt(max(0.0, 1.0 - gxy @ gxy))]
         # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.
-        return Gaze.from_vector(np.array([g[0], -g[1], -g[2]]), right_iris=irises[0], left_iris=irises[1])
+        return Gaze.from_vector(np.array([g[0], -g[1], -g[2]]), right_iris=irises[0], left_iris=irises[1],
+                                eye_contours=np.stack(lids))
