@@ -257,3 +257,23 @@ def test_blink_click_and_pause_gesture():
     gestures = [g(i / 30, c) for i, c in enumerate(timeline)]
     assert sum(clicks) == 1  # 0.1 s is a natural blink, 0.4 s a click, 1.3 s a gesture
     assert sum(gestures) == 1 and gestures.index(True) == 10 + 3 + 10 + 12 + 10 + 30
+
+
+def test_eye_closure_sees_real_blinks_on_the_mediapipe_set(zoo_ready):
+    """webcam_640x480.mp4 blinks at frames 59 and 395 (the eye-state model reads both eyes closed
+    there). FaceMesh's own eye aspect ratio barely moves on them; the iris lids against the user's
+    open-eye level must call them closed, and (almost) nothing else."""
+    from conftest import shared_path
+
+    from pipeline.control.clicks import EyeClosure
+    from pipeline.runner import Pipeline
+    from pipeline.sources import open_source
+
+    closure, closed = EyeClosure(), []
+    pipe = Pipeline.from_set("mediapipe", "FP32")
+    for fr in pipe.run(open_source(shared_path("video/webcam_640x480.mp4"), max_frames=411)):
+        if fr.faces and closure(fr.faces[0]):
+            closed.append(fr.index)
+    for blink in (59, 395):
+        assert any(abs(i - blink) <= 2 for i in closed), closed
+    assert all(min(abs(i - 59), abs(i - 395)) <= 3 for i in closed), closed

@@ -95,22 +95,6 @@ def target_points(layout: str | int, width: int, height: int, margin: float = 0.
     return np.stack([xs.ravel() * (width - 1), ys.ravel() * (height - 1)], axis=1)
 
 
-def openness(face) -> float:
-    """How open the eyes are, NaN when nothing tells: the mean of both eyes' aspect ratio (lid gap
-    / eye width, over the 7 point pairs of the lids) from the iris model's eye contours, else the
-    eye-state model's mean open probability. FaceMesh's own eye points are not used: on the blinks
-    of webcam_640x480.mp4 their aspect ratio drops ~5 %, the iris model's ~65 %."""
-    lids = None if face.gaze is None else face.gaze.eye_contours
-    if lids is not None:
-        c = np.asarray(lids, np.float64)[..., :2]  # (2, 16, 2): 0 outer, 1-7 lower, 8 inner, 9-15 upper
-        width = np.linalg.norm(c[:, 0] - c[:, 8], axis=-1)
-        gap = np.linalg.norm(c[:, 9:16] - c[:, 1:8], axis=-1).mean(-1)
-        return float(np.mean(gap / np.maximum(width, 1e-9)))
-    if face.eye_state is not None:
-        return (face.eye_state.right_prob + face.eye_state.left_prob) / 2.0
-    return math.nan
-
-
 def face_angles(face) -> np.ndarray | None:
     """A calibration sample: mapping.face_angles (the FEATURES) plus the eyes' `openness`, which
     regression.robust_mean uses to drop blinks; None when an angle is missing."""

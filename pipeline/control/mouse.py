@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.control.clicks import BlinkClicker, DwellClicker, EyesClosedGesture, eyes_closed
+from pipeline.control.clicks import BlinkClicker, DwellClicker, EyeClosure, EyesClosedGesture
 from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
 from pipeline.errors import EdgegazeError
@@ -168,7 +168,8 @@ class ClickConfig:
     blink_min_s: float = 0.2
     blink_max_s: float = 0.7
     eye_open_threshold: float = 0.5  # eye-state model: probability open below this = closed
-    ear_threshold: float = 0.18  # FaceMesh eye aspect ratio below this = closed
+    lid_closed_ratio: float = 0.5  # iris lids: below this share of the user's open-eye level = closed
+    ear_threshold: float = 0.18  # FaceMesh eye aspect ratio below this = closed (no iris, no eye state)
 
 
 @dataclass
@@ -200,6 +201,8 @@ class MouseController:
         self.dwell = DwellClicker(self.clicks.dwell_s, self.clicks.dwell_radius_px) if self.clicks.dwell else None
         self.blink = BlinkClicker(self.clicks.blink_min_s, self.clicks.blink_max_s) if self.clicks.blink else None
         self.gesture = EyesClosedGesture(pause_gesture_s) if pause_gesture_s else None
+        self.closure = EyeClosure(self.clicks.eye_open_threshold, self.clicks.lid_closed_ratio,
+                                  self.clicks.ear_threshold)
         self.paused = False
         self._last_t: float | None = None
         self.xy = backend.position()
@@ -227,7 +230,7 @@ class MouseController:
             if self.dwell is not None:
                 self.dwell.reset()
             return Decision(t, "paused" if self.paused else "no_face", self.xy)
-        closed = eyes_closed(face, self.clicks.eye_open_threshold, self.clicks.ear_threshold)
+        closed = self.closure(face)
         if self.gesture is not None and closed is not None and self.gesture(t, closed):
             events.append(self.toggle_pause())
         click = "blink" if (self.blink is not None and closed is not None and self.blink(t, closed)

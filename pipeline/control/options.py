@@ -89,7 +89,10 @@ def add_mouse_arguments(p) -> None:
     g.add_argument("--blink-max", type=float, default=c.blink_max_s, help="s, longer ones are not clicks")
     g.add_argument("--eye-threshold", type=float, default=c.eye_open_threshold,
                    help="eye-state open probability below which an eye is closed")
-    g.add_argument("--ear-threshold", type=float, default=c.ear_threshold, help="eye aspect ratio for closed")
+    g.add_argument("--lid-ratio", type=float, default=c.lid_closed_ratio,
+                   help="iris-model eyelid gap below this share of your open-eye level = closed")
+    g.add_argument("--ear-threshold", type=float, default=c.ear_threshold,
+                   help="FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state run")
     g.add_argument("--pause-key", default="Pause", help="global X11 hotkey that pauses/resumes ('' for none)")
     g.add_argument("--pause-gesture", type=float, default=1.0, help="eyes closed this long (s) pauses/resumes; 0: off")
     g = p.add_argument_group("calibration (gaze mode)")
@@ -123,7 +126,7 @@ def options_from_args(a) -> MouseOptions:
         mapping=MappingConfig(sensitivity=_pair(a.sensitivity), exponent=a.accel, head_range_deg=_pair(a.head_range)),
         clicks=ClickConfig(dwell=a.dwell, dwell_s=a.dwell_time, dwell_radius_px=a.dwell_radius, blink=a.blink,
                            blink_min_s=a.blink_min, blink_max_s=a.blink_max, eye_open_threshold=a.eye_threshold,
-                           ear_threshold=a.ear_threshold),
+                           lid_closed_ratio=a.lid_ratio, ear_threshold=a.ear_threshold),
         min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
         calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
         screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
