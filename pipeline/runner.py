@@ -119,8 +119,8 @@ class Pipeline:
         params = params if isinstance(params, dict) else stage_params.parse(params)
         for impl in params:
             if impl not in {i for i, _ in split.values()}:
-                raise EdgegazeError(f"--param {impl}.KEY: {impl} is not a stage of this pipeline "
-                                    f"({', '.join(i for i, _ in split.values())})")
+                raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
+                                    f"(its stages: {', '.join(i for i, _ in split.values())})")
         built = {}
         for kind, (impl, own) in split.items():
             if prepare and impl not in stages.MODEL_FREE:

@@ -21,6 +21,7 @@ from pipeline.control.hotkey import XHotkey
 from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
 from pipeline.control.mouse import (ClickConfig, FailSafeTriggered, MouseController, TrajectoryRecorder,
                                     open_backend)
+from pipeline.cli import add_param_option
 from pipeline.errors import EdgegazeError
 
 
@@ -58,6 +59,7 @@ class MouseOptions:
     calibration_method: str = "auto"
     max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
     profile: str | None = None  # deployment profile TOML (edgegaze optimize pipeline); replaces models/precision
+    params: list[str] | None = None  # stage parameters, STAGE.KEY=VALUE (--param)
     calibration_attempts: int = 3
 
 
@@ -83,14 +85,14 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(models, precision, device, profile: str | None = None):
+def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None):
     from pipeline.runner import Pipeline
 
     if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision
         from pipeline import profile as profiles
 
-        return profiles.build_pipeline(profiles.load(profile), device, max_faces=1)
-    return Pipeline.from_set(models, precision.upper(), device, max_faces=1)
+        return profiles.build_pipeline(profiles.load(profile), device, max_faces=1, params=params)
+    return Pipeline.from_set(models, precision.upper(), device, max_faces=1, params=params)
 
 
 def _geometry(o, backend) -> cal.ScreenGeometry:
@@ -200,7 +202,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         elif not _has_display():
             raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "
                                 f"needs a display (or use --calibrate-from with a recorded session)")
-    pipeline = _pipeline(o.models, o.precision, o.device, o.profile)
+    pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
@@ -316,6 +318,7 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
     p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
     p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
+    add_param_option(p)
     p.add_argument("--max-frames", type=int, help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
     p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
@@ -369,7 +372,7 @@ def options_from_args(a) -> MouseOptions:
         except (ValueError, AssertionError):
             raise EdgegazeError(f"--screen-size must be WIDTHxHEIGHT, e.g. 1920x1080, not {a.screen_size!r}") from None
     return MouseOptions(
-        input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device,
+        input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device, params=a.params,
         max_frames=a.max_frames, flip=a.flip, dry_run=a.dry_run, screen_size=size, record=a.record,
         show=a.show, filter=not a.no_filter, min_cutoff=a.min_cutoff, beta=a.beta, dead_zone_px=a.dead_zone,
         max_speed_px_s=a.max_speed,

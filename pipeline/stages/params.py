@@ -45,5 +45,6 @@ def describe(impl: str) -> str:
     for key, p in cls.parameters.items():
         value = zoo_set.get(key, p.default)
         note = f" (zoo; default {p.default})" if key in zoo_set else ""
-        lines.append(f"    {key:<20} {p.type.__name__:<5} {str(value).lower() if p.type is bool else value}{note}  {p.help}")
+        shown = str(value).lower() if p.type is bool else str(value)
+        lines.append(f"    {key:<20} {p.type.__name__:<5} {shown + note:<6}  {p.help}")
     return "\n".join(lines)
