@@ -233,6 +233,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
                   "height": int(images[0].shape[0]), "iterations": iterations},
         "models_set": models_set,
         "precisions": precisions,
+        "params": params,  # --param stage parameters of the pipeline section ({} = the stages' own)
         "cpu_tdp_w": cpu_tdp_w,
         "definitions": DEFINITIONS,
         "models": rows,
