@@ -40,8 +40,13 @@ class Param:
     default: Any
     help: str
 
-    def parse(self, text: str) -> Any:
-        """The value of `text` as this parameter's type (EdgegazeError names the type when it is not)."""
+    def parse(self, value: Any) -> Any:
+        """`value` (text from --param, or a TOML value) as this parameter's type; ValueError if it is not one."""
+        if not isinstance(value, str):  # TOML: the type itself, or a whole number for a float
+            if isinstance(value, self.type) or (self.type is float and type(value) is int):
+                return self.type(value)
+            raise ValueError(value)
+        text = value
         if self.type is bool:
             low = text.strip().lower()
             if low in ("1", "true", "yes", "on"):
@@ -88,8 +93,8 @@ class Stage(ABC):
             if p is None:
                 raise EdgegazeError(f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}")
             try:
-                out[key] = p.parse(value) if isinstance(value, str) else p.type(value)
-            except (TypeError, ValueError):
+                out[key] = p.parse(value)
+            except ValueError:
                 raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be {_type_name(p.type)}, got '{value}'") from None
         return out
 
