@@ -59,6 +59,13 @@ def _models_list(args) -> int:
     return 0
 
 
+def _models_show(args) -> int:
+    from pipeline.stages.params import describe
+
+    print(describe(args.id))
+    return 0
+
+
 def _models_fetch(args) -> int:
     from pipeline import zoo
 
@@ -101,7 +108,7 @@ def _run(args) -> int:
         args.models, args.precision.upper(), args.device, face=args.face, landmarks=args.landmarks,
         head_pose=args.head_pose, gaze=args.gaze, eye_state=args.eye_state, hint=args.hint,
         threads=args.threads, max_faces=args.max_faces, tracking=not args.no_tracking,
-        async_mode=args.async_mode, redetect_every=args.redetect_every)
+        async_mode=args.async_mode, redetect_every=args.redetect_every, params=args.params)
     s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
@@ -183,7 +190,7 @@ def _report(args) -> int:
 
     runtime.check_precision(args.precision)
     build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
-                 frames=args.frames, cpu_tdp_w=args.cpu_tdp, **_report_profile(args))
+                 frames=args.frames, cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
     print(f"wrote report.json, report.md and plots to {args.out}")
     return 0
 
@@ -222,7 +229,7 @@ def _eval(args) -> int:
 
     runtime.check_precision(args.precision)
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
-    kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze")}}
+    kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze", "params")}}
     if args.kind == "gaze-session":
         kw.update(video=args.video, steady=not args.all_frames, method=args.calibration)
     else:
@@ -252,6 +259,7 @@ def _add_eval(sub) -> None:
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
         for stage in ("face", "landmarks", "head-pose", "gaze"):
             p.add_argument(f"--{stage}", help=f"{stage} implementation (zoo id), overrides the set's")
+        add_param_option(p)
         if kind == "headpose":
             p.add_argument("--flip", action="store_true", help="mirror images and labels (convention check)")
         if kind == "gaze-session":
@@ -266,6 +274,13 @@ def calibration_methods() -> tuple[str, ...]:
     from pipeline.control.calibration import METHODS
 
     return METHODS
+
+
+def add_param_option(p: argparse.ArgumentParser) -> None:
+    """--param STAGE.KEY=VALUE (repeatable), checked when the pipeline is built (pipeline.stages.params)."""
+    p.add_argument("--param", dest="params", action="append", metavar="STAGE.KEY=VALUE",
+                   help="a stage parameter, STAGE a zoo id or mesh, e.g. face-detection-short-range.score_threshold=0.7 "
+                        "(repeatable; `edgegaze models show ID` lists them)")
 
 
 def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -> None:
@@ -285,6 +300,9 @@ def _add_models(sub) -> None:
     p = models.add_parser("list", help="every zoo model, cached or not")
     p.add_argument("--set", default="all", help="model set: mediapipe, omz or all")
     p.set_defaults(func=_models_list)
+    p = models.add_parser("show", help="what runs a model: implementation, stage, requires, outputs, parameters")
+    p.add_argument("id", help="zoo model id, or mesh")
+    p.set_defaults(func=_models_show)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); env EDGEGAZE_MIRROR")
@@ -323,6 +341,7 @@ def _add_run(sub) -> None:
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
     p.add_argument("--redetect-every", type=_int_at_least(1), default=30, help="with tracking: run the detector every N frames")
     p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
+    add_param_option(p)
     p.set_defaults(func=_run)
 
 
@@ -334,6 +353,7 @@ def _add_report(sub) -> None:
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
     p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
+    add_param_option(p)
     p.set_defaults(func=_report)
 
 

@@ -28,6 +28,7 @@ from pipeline.boxes import iou
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
 from pipeline.sources import Frame, open_source  # noqa: F401  (re-exported for apps)
+from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
 # Inference threads per model when none are asked for. Measured (bench_pipeline, README "Speed"):
@@ -50,6 +51,24 @@ class FrameResult:
     image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing
 
 
+def _flag(kind: str) -> str:
+    return "--" + kind.replace("_", "-")
+
+
+def check_requires(chosen: dict[str, str]) -> None:
+    """Every stage's `requires` (stage kind -> implementation or any) is met by `chosen` (kind -> id)."""
+    for kind, impl in chosen.items():
+        for need, want in stages.stage_class(impl).requires.items():  # unknown ids fail here with the valid list
+            if chosen.get(need) and want in (None, chosen[need]):
+                continue
+            if want:
+                raise EdgegazeError(f"{_flag(kind)} {impl} needs {_flag(need)} {want}")
+            offer = [i for i, spec in zoo.models().items() if spec.stage == need] + \
+                [i for i in stages.MODEL_FREE if stages.stage_class(i).kind == need]
+            raise EdgegazeError(f"{_flag(kind)} {impl} needs a {need.replace('_', '-')} stage; add "
+                                f"{_flag(need)} {' or '.join(offer)}")
+
+
 def _timed(ms: dict, kind: str, fn, *args):
     t = time.perf_counter()
     out = fn(*args)
@@ -60,13 +79,13 @@ def _timed(ms: dict, kind: str, fn, *args):
 class Pipeline:
     def __init__(self, detector, landmarks=None, head_pose=None, gaze=None, eye_state=None, *,
                  max_faces: int = 1, tracking: bool = True, redetect_every: int = 30,
-                 min_landmark_score: float = 0.5, async_mode: bool = False, names: dict | None = None):
+                 async_mode: bool = False, names: dict | None = None):
         if max_faces < 1:
             raise EdgegazeError("--max-faces must be at least 1")
         self.detector, self.landmarks = detector, landmarks
         self.back = {k: s for k, s in zip(BACK_KINDS, (head_pose, gaze, eye_state)) if s is not None}
         self.max_faces, self.tracking, self.redetect_every = max_faces, tracking, redetect_every
-        self.min_landmark_score, self.async_mode = min_landmark_score, async_mode
+        self.async_mode = async_mode
         self.names = names or {}  # stage kind -> implementation id, for reports
         # The crops are small warps (<= 192x192): OpenCV's thread pool cost more CPU than it saved
         # (0.2-0.9 ms per frame of process CPU measured, wall not slower); one thread, process-wide.
@@ -77,8 +96,10 @@ class Pipeline:
     def from_set(cls, models: str = "mediapipe", precision: str = "FP32", device: str = "CPU", *,
                  face: str | None = None, landmarks: str | None = None, head_pose: str | None = None,
                  gaze: str | None = None, eye_state: str | None = None, hint: str = "LATENCY",
-                 threads: int | None = None, prepare: bool = True, **kw) -> "Pipeline":
-        """Build the pipeline of a zoo set; per-stage overrides mix sets ("none" drops a stage)."""
+                 threads: int | None = None, prepare: bool = True, params: list[str] | dict | None = None,
+                 **kw) -> "Pipeline":
+        """Build the pipeline of a zoo set; per-stage overrides mix sets ("none" drops a stage).
+        params: stage parameters, ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}}."""
         all_sets = zoo.sets()
         if models not in all_sets:
             raise EdgegazeError(f"unknown model set '{models}'; valid sets: {', '.join(all_sets)}")
@@ -92,18 +113,19 @@ class Pipeline:
             raise EdgegazeError("a pipeline needs a face detector (--face)")
         # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH20
         split = {kind: (impl.partition("@")[0], impl.partition("@")[2] or precision) for kind, impl in chosen.items()}
-        for kind, (impl, _) in split.items():
-            stages.stage_class(impl)  # unknown ids fail here with the valid list
-            need = stages.NEEDS_LANDMARKS.get(impl)
-            if need and split.get("landmarks", ("",))[0] != need:
-                raise EdgegazeError(f"--{kind.replace('_', '-')} {impl} needs --landmarks {need}")
+        check_requires({kind: impl for kind, (impl, _) in split.items()})
         if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
             raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
+        params = params if isinstance(params, dict) else stage_params.parse(params)
+        for impl in params:
+            if impl not in {i for i, _ in split.values()}:
+                raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
+                                    f"(its stages: {', '.join(i for i, _ in split.values())})")
         built = {}
         for kind, (impl, own) in split.items():
             if prepare and impl not in stages.MODEL_FREE:
                 convert.prepare(impl, own)
-            built[kind] = stages.build(impl, own, device, hint=hint,
+            built[kind] = stages.build(impl, own, device, params=params.get(impl), hint=hint,
                                        threads=DEFAULT_THREADS if threads is None else threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)
@@ -130,7 +152,7 @@ class Pipeline:
         if self.landmarks is not None:
             result.landmarks = _timed(result.ms, "landmarks", self.landmarks, image, result)
             ms["landmarks"] = ms.get("landmarks", 0.0) + result.ms["landmarks"]
-            if face.tracked and result.landmarks.score < self.min_landmark_score:
+            if face.tracked and not self.landmarks.present(result.landmarks):
                 return None  # the tracked region lost the face: the detector takes over
         return result
 

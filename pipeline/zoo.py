@@ -59,6 +59,8 @@ class ModelSpec:
     outputs: str
     input: dict
     files: tuple[ModelFile, ...] = field(default=())
+    implementation: str = ""  # the stage class that runs it: "<module in pipeline/stages>:<class>"
+    params: dict = field(default_factory=dict)  # that class's parameters for this model ([models.params])
 
     def files_for(self, precision: str) -> list[ModelFile]:
         return [f for f in self.files if f.precision == precision]

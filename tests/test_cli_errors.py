@@ -71,6 +71,17 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "report out under a file": (["report", "--input", video, "--out", inputs / "one_pixel.png" / "rep"],
                                     "cannot write to --out"),
         "no subcommand": ([], "required"),
+        "param without =": ([*run, "--param", "face-detection-short-range.score_threshold"], "STAGE.KEY=VALUE"),
+        "param unknown stage": ([*run, "--param", "nope.k=1"], "unknown stage 'nope'"),
+        "param unknown key": ([*run, "--param", "face-detection-short-range.k=1"], "valid: score_threshold"),
+        "param bad type": ([*run, "--param", "face-detection-short-range.max_faces=2.5"], "must be a whole number"),
+        "param stage not run": ([*run, "--models", "omz", "--param", "face-landmark.roi_scale=2"], "not a stage of this"),
+        "requires missing": ([*run, "--models", "omz", "--head-pose", "none"], "needs a head-pose stage; add --head-pose"),
+        "report bad param": (["report", "--input", video, "--out", "rep", "--param", "iris-landmark.eye_scale=big"],
+                             "must be a number"),
+        "eval bad param": (["eval", "headpose", shared_path("labeled/aflw2000_dev"), "--out", "ev", "--param", "nope.k=1"],
+                           "unknown stage 'nope'"),
+        "mouse bad param": (["mouse", "--dry-run", "--input", video, "--param", "mesh.hfov_deg=wide"], "must be a number"),
     }
 
 

@@ -201,12 +201,12 @@ def test_mesh_pose_reads_a_projected_face_anywhere_in_the_frame():
 
 
 def test_mesh_pose_needs_the_mesh():
+    """Its `requires` is checked when the pipeline is built, before any model is compiled."""
     from pipeline.errors import EdgegazeError
-    from pipeline.results import Face, FaceResult
-    from pipeline.stages.mesh_pose import MeshHeadPose
+    from pipeline.runner import Pipeline
 
-    with pytest.raises(EdgegazeError, match="FaceMesh"):
-        MeshHeadPose(None)(np.zeros((8, 8, 3), np.uint8), FaceResult(Face(np.zeros(4), 1.0)))
+    with pytest.raises(EdgegazeError, match="--head-pose mesh needs --landmarks face-landmark"):
+        Pipeline.from_set("omz", head_pose="mesh")
 
 
 def test_irises_lie_in_the_eyes_with_or_without_corners(mp, runs, frames):

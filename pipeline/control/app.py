@@ -59,14 +59,14 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(models, precision, device, profile: str | None = None):
+def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None):
     from pipeline.runner import Pipeline
 
     if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision
         from pipeline import profile as profiles
 
-        return profiles.build_pipeline(profiles.load(profile), device, max_faces=1)
-    return Pipeline.from_set(models, precision.upper(), device, max_faces=1)
+        return profiles.build_pipeline(profiles.load(profile), device, max_faces=1, params=params)
+    return Pipeline.from_set(models, precision.upper(), device, max_faces=1, params=params)
 
 
 def _geometry(o, backend) -> cal.ScreenGeometry:
@@ -158,7 +158,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
-    pipeline = _pipeline(o.models, o.precision, o.device, o.profile)
+    pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run

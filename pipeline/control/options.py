@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline.cli import add_param_option
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
@@ -45,6 +46,7 @@ class MouseOptions:
     calibration_method: str = "auto"
     max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
     profile: str | None = None  # deployment profile TOML (edgegaze optimize pipeline); replaces models/precision
+    params: list[str] | None = None  # stage parameters, STAGE.KEY=VALUE (--param)
     calibration_attempts: int = 3
 
 
@@ -63,6 +65,7 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
     p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
     p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
+    add_param_option(p)
     p.add_argument("--max-frames", type=int, help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
     p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
@@ -119,7 +122,7 @@ def options_from_args(a) -> MouseOptions:
         except (ValueError, AssertionError):
             raise EdgegazeError(f"--screen-size must be WIDTHxHEIGHT, e.g. 1920x1080, not {a.screen_size!r}") from None
     return MouseOptions(
-        input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device,
+        input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device, params=a.params,
         max_frames=a.max_frames, flip=a.flip, dry_run=a.dry_run, screen_size=size, record=a.record,
         show=a.show, filter=not a.no_filter, min_cutoff=a.min_cutoff, beta=a.beta, dead_zone_px=a.dead_zone,
         max_speed_px_s=a.max_speed,

@@ -31,7 +31,8 @@ def grid(models, precisions) -> list[tuple[str, str]]:
 def build(models: str, precision: str, needs: tuple[str, ...], overrides: dict | None = None,
           **kw):
     """A still-image pipeline (no tracking) of `models` at `precision` with only the stage kinds in
-    `needs`; overrides (kind -> zoo id) swap implementations as `edgegaze run --face ...` does."""
+    `needs`; overrides (kind -> zoo id) swap implementations as `edgegaze run --face ...` does,
+    and overrides["params"] sets stage parameters as `--param` does."""
     from pipeline.runner import Pipeline
 
     chosen = {k: v for k, v in (overrides or {}).items() if v}
@@ -45,7 +46,10 @@ def build(models: str, precision: str, needs: tuple[str, ...], overrides: dict |
 def configs(models, precisions, needs, overrides=None, log=print, **kw) -> Iterator[tuple[str, str, object]]:
     """(set, precision, pipeline or the error text) for every grid cell. A cell that cannot be
     built (e.g. mediapipe has no FP16-INT8) becomes an error row instead of ending the run; the
-    evaluator raises only when every cell failed."""
+    evaluator raises only when every cell failed. A malformed --param fails at once."""
+    from pipeline.stages import params
+
+    params.parse((overrides or {}).get("params"))
     for models_set, precision in grid(models, precisions):
         try:
             yield models_set, precision, build(models_set, precision, needs, overrides, **kw)

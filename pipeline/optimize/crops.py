@@ -1,7 +1,8 @@
 """Unlabeled model inputs cut from real video, for distillation and for the accuracy checks.
 
-Face crops (FaceMesh) come from the OMZ SSD detector's box, grown to a square of 1.25x (about
-the region MediaPipe feeds FaceMesh); eye crops (iris) are squares of 2.3x the eye-corner distance
+Which crops a model takes is its stage class's `crop` ("face" or "eye"). Face crops (FaceMesh)
+come from the OMZ SSD detector's box, grown to a square of 1.25x (about the region MediaPipe feeds
+FaceMesh); eye crops (iris) are squares of the stage's `eye_scale` (2.3) x the eye-corner distance
 around each eye, placed with the FaceMesh IR's landmarks, the second eye mirrored as the iris
 model expects. A detection FaceMesh scores as no face (presence < 0.5, MediaPipe's threshold and
 the pipeline's) gives no crops: its "eyes" are cheeks or lie beyond the frame (in
@@ -23,12 +24,11 @@ from pipeline import zoo
 from pipeline.errors import EdgegazeError
 from pipeline.runtime import compile_model, ir_file
 from pipeline.sources import open_source
+from pipeline.stages import facemesh, stage_class
 
-FACE_SCALE, EYE_SCALE = 1.25, 2.3
-# FaceMesh indices of the eye corners (subject's right eye, left eye)
-EYE_CORNERS = ((33, 133), (362, 263))
-CROP_MODELS = {"face-landmark": "face", "iris-landmark": "eye", "landmarks-regression-retail-0009": "face",
-               "head-pose-estimation-adas-0001": "face"}
+FACE_SCALE = 1.25
+# FaceMesh indices of the eye corners (subject's right eye, left eye), from the stage that finds them
+EYE_CORNERS = (facemesh.RIGHT_EYE_CORNERS, facemesh.LEFT_EYE_CORNERS)
 
 
 @dataclass
@@ -59,12 +59,11 @@ def _square_warp(frame, cx, cy, side, size, mirror=False):
 
 class _Cutter:
     def __init__(self):
-        from pipeline.stages.facemesh import FaceMesh
         from pipeline.stages.ssd_face import SSDFace
 
-        self.detector = SSDFace(compile_model(ir_file("face-detection-retail-0004", "FP32")), threshold=0.6, max_faces=2,
-                                min_size=24)
-        self.mesh = FaceMesh(compile_model(ir_file("face-landmark", "FP32")))
+        self.detector = SSDFace(compile_model(ir_file("face-detection-retail-0004", "FP32")), score_threshold=0.6,
+                                max_faces=2, min_size=24)
+        self.mesh = facemesh.FaceMesh(compile_model(ir_file("face-landmark", "FP32")))
 
     def faces(self, frame):
         for f in self.detector(frame):
@@ -75,7 +74,7 @@ class _Cutter:
         """(468 x 3 points in crop pixels, or None where FaceMesh finds no face) of a 192 x 192 crop:
         the stage's own decoding, with the identity as the crop -> frame map."""
         lm = self.mesh.postprocess(self.mesh.infer(crop[None]), np.eye(2, 3))
-        return lm.points if lm.score >= self.mesh.presence_threshold else None
+        return lm.points if self.mesh.present(lm) else None
 
 
 def _iod(lm):
@@ -87,10 +86,12 @@ def _iod(lm):
 def cut(model_id: str, sources: list[str], max_frames: int = 120, jitter: int = 2, heldout: float = 0.25,
         seed: int = 0) -> CropSet:
     """Crops for `model_id` from the sources (videos or image folders)."""
-    kind = CROP_MODELS.get(model_id)
-    if kind is None:
-        raise EdgegazeError(f"no crop recipe for {model_id}")
     spec = zoo.get(model_id)
+    stage = stage_class(model_id)
+    kind = stage.crop
+    if kind not in ("face", "eye"):
+        raise EdgegazeError(f"no crop recipe for {model_id}: its stage {stage.__name__} declares no crop ('face' or 'eye')")
+    eye_scale = stage.parameters["eye_scale"].default if kind == "eye" else 0.0
     size = spec.input["shape"][1] if spec.input["layout"] == "NHWC" else spec.input["shape"][2]
     rng = np.random.default_rng(seed)
     cutter = _Cutter()
@@ -116,7 +117,7 @@ def cut(model_id: str, sources: list[str], max_frames: int = 120, jitter: int = 
                     for e, (i0, i1) in enumerate(EYE_CORNERS):
                         c = lm[[i0, i1], :2].mean(0)
                         d = float(np.linalg.norm(lm[i0, :2] - lm[i1, :2]))
-                        eside = EYE_SCALE * d * ds
+                        eside = eye_scale * d * ds
                         # eye crop from the 192 face crop's coordinates mapped back to the frame
                         k = side / 192
                         fx, fy = cx - side / 2 + c[0] * k, cy - side / 2 + c[1] * k

@@ -5,12 +5,14 @@ rotated and relit at each step, are the targets. The loss is a smooth-L1 on ever
 scaled by the teacher's spread on that output so that 1404 landmark coordinates and one presence
 logit weigh alike. Errors are reported the way the pipeline uses the models: landmark error in %
 of the inter-ocular distance (IOD), iris-centre error in % IOD for the iris model, angle error in
-degrees for head pose.
+degrees for head pose. What is model-specific (the error, its unit, the outputs that matter) is
+declared by the model's stage class (pipeline/stages); here are the algorithms.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -29,31 +31,42 @@ def run(module, x: np.ndarray, batch: int = 32) -> list[np.ndarray]:
     return [np.concatenate([o[k] for o in outs]) for k in range(len(outs[0]))]
 
 
+def stage_for(model_id: str):
+    """The stage class that runs a zoo model: it holds the model's error, unit and focus."""
+    from pipeline import stages
+
+    return stages.stage_class(model_id)
+
+
 def error(model_id: str, student: list[np.ndarray], teacher: list[np.ndarray], iod: np.ndarray,
           every_output: bool = False) -> float:
-    """Mean error of student against teacher: % IOD (landmarks, iris centre) or degrees (head pose).
-    every_output: for the iris model, the worse of its two outputs, each the mean over its points
-    (71 contour, 5 iris). The sensitivity analysis uses it so that neither branch looks free: a
-    mean over all 76 points let the iris branch look 10x cheaper to prune than it is."""
-    n = len(iod)
-    if model_id == "iris-landmark" and every_output:
-        pts = [np.linalg.norm(s.reshape(n, -1, 3)[..., :2] - t.reshape(n, -1, 3)[..., :2], axis=-1) for s, t in zip(student, teacher)]
-        return float(max((d.mean(1) / iod).mean() for d in pts) * 100)
-    if model_id == "face-landmark":
-        d = np.linalg.norm(student[0].reshape(n, 468, 3)[..., :2] - teacher[0].reshape(n, 468, 3)[..., :2], axis=-1)
-        return float((d.mean(1) / iod).mean() * 100)
-    if model_id == "iris-landmark":
-        d = np.linalg.norm(student[1].reshape(n, 5, 3)[:, 0, :2] - teacher[1].reshape(n, 5, 3)[:, 0, :2], axis=-1)
-        return float((d / iod).mean() * 100)
-    if model_id == "landmarks-regression-retail-0009":
-        d = np.linalg.norm((student[0] - teacher[0]).reshape(n, 5, 2) * 48, axis=-1)
-        return float((d.mean(1) / iod).mean() * 100)
-    return float(np.mean([np.abs(s - t).mean() for s, t in zip(student, teacher)]))  # head pose: degrees
+    """Mean error of student against teacher in the stage's distill_unit (% IOD for landmarks and the
+    iris centre, degrees for head pose): the stage class's distill_error. every_output: the worst
+    output, for the sensitivity analysis (so that no branch of a model looks free to prune)."""
+    return stage_for(model_id).distill_error(student, teacher, iod, every_output=every_output)
 
 
-# Output elements the pipeline reads, per model: (output index, flat element indices). The iris
-# stage's gaze uses the iris centre and the contour's two eye corners (x, y), nothing else.
-USED = {"iris-landmark": [(1, [0, 1]), (0, [0, 1, 24, 25])]}
+class _Used(Mapping):
+    """Output elements the pipeline reads, per zoo model id: (output index, flat element indices),
+    from each stage class's distill_focus (models whose stage declares none are absent)."""
+
+    def __getitem__(self, model_id: str) -> list[tuple[int, list[int]]]:
+        from pipeline import stages
+
+        if model_id not in stages.implementations() or not stage_for(model_id).distill_focus:
+            raise KeyError(model_id)
+        return [(k, list(idx)) for k, idx in stage_for(model_id).distill_focus]
+
+    def __iter__(self):
+        from pipeline import stages
+
+        return (i for i in stages.implementations() if stage_for(i).distill_focus)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+USED = _Used()
 
 
 def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, lr: float = 1e-3, batch: int = 16,

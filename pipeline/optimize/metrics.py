@@ -4,16 +4,18 @@ Every metric compares the outputs of a candidate (INT8, mixed, Intel's FP16-INT8
 the FP32 model on the same held-out inputs. The FP32 outputs stand in for ground truth: by the
 triangle inequality the candidate's error against FP32 bounds how much its error against real
 labels can grow, which is what the budget limits. Metrics work on raw outputs in the model's own
-input space, so they need no stage code and cannot drift with a stage's postprocessing.
+input space, so they cannot drift with a stage's postprocessing. The algorithms (matching, NME,
+angle errors, budget) are here; how a model's raw outputs are read is its stage class's
+`compare_outputs` hook (pipeline/stages), so `compare` never branches on a model.
 
 Budget keys (defaults from issue 5; eye state has none there, 2 % flips is edgegaze's choice):
   recall_drop           detectors: share of FP32 faces the candidate misses (IoU < 0.5)
   new_false_positives   detectors: detections on no-face frames beyond FP32's
-  landmark_nme          landmarks: mean point error / inter-ocular distance (FaceMesh: outer eye
-                        corners; 5-point model: eye centres)
+  landmark_nme          landmarks: mean point error / inter-ocular distance (as each stage
+                        defines it: FaceMesh's outer eye corners, the 5-point model's eye centres)
   head_pose_mae_deg     head pose: mean |angle difference| over yaw, pitch, roll
   gaze_error_deg        gaze: angle between gaze vectors; MediaPipe Iris: iris-centre shift turned
-                        into eyeball rotation with a 12 mm eyeball and 5.9 mm iris radius
+                        into eyeball rotation with the stage's eyeball and iris radii
   eye_state_flips       eye state: share of eyes whose open/closed decision changes
 """
 
@@ -23,7 +25,6 @@ import numpy as np
 
 from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
-from pipeline.stages import blazeface
 
 DEFAULT_BUDGET = {
     "recall_drop": 0.01,
@@ -42,10 +43,8 @@ BUDGET_KEYS = {
     "gaze": ("gaze_error_deg",),
     "eye_state": ("eye_state_flips",),
 }
-SCORE_THRESHOLD = 0.5  # detector confidence, as the detector stages use
 MATCH_IOU = 0.5
 FP_MARGIN = 0.05  # no-face detections within this of the threshold count as false positives
-EYEBALL_PER_IRIS_RADIUS = 12.0 / 5.9
 
 
 def parse_budget(overrides: list[str] | None) -> dict:
@@ -80,28 +79,17 @@ def budget_used(metrics: dict, budget: dict) -> float:
     return used
 
 
-# --- detectors -------------------------------------------------------------------------------
+# --- the algorithms; the model-specific part (reading raw outputs) is the stage class's hook ---
 
-def detections(outputs: list[np.ndarray], input_size: int, threshold: float = SCORE_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
-    """(boxes [N,4] x0,y0,x1,y1 normalised to the model input, scores [N]) after threshold and NMS.
-
-    SSD models output detection_out [1,1,200,7]; BlazeFace outputs regressors [1,A,16] and logits
-    [1,A,1] (told apart by shape)."""
-    if len(outputs) == 1:
-        det = outputs[0].reshape(-1, 7)
-        det = det[(det[:, 0] >= 0) & (det[:, 2] >= threshold)]
-        return det[:, 3:7].astype(np.float32), det[:, 2].astype(np.float32)
-    faces = blazeface.decode(outputs, input_size, threshold, max_faces=len(outputs[0].reshape(-1)))
-    boxes = np.array([d[:4] for d, _ in faces], np.float32).reshape(-1, 4) / input_size
-    return boxes, np.array([score for _, score in faces], np.float32)
-
-
-def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list, input_size: int) -> dict:
-    """Recall of the FP32 faces, IoU of the matched boxes (and its shortfall from 1), false positives on no-face frames."""
+def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list, input_size: int,
+                     detections, threshold: float) -> dict:
+    """Recall of the FP32 faces, IoU of the matched boxes (and its shortfall from 1), false positives
+    on no-face frames. detections(outputs, input_size, threshold) -> (boxes normalised, scores) is
+    the detector's own decoding; threshold its score threshold."""
     found, total, ious = 0, 0, []
     for r_out, t_out in zip(ref, test):
-        rb, _ = detections(r_out, input_size)
-        tb, _ = detections(t_out, input_size)
+        rb, _ = detections(r_out, input_size, threshold)
+        tb, _ = detections(t_out, input_size, threshold)
         total += len(rb)
         if len(rb) and len(tb):
             m = iou_matrix(rb, tb)
@@ -110,7 +98,7 @@ def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list,
             ious += best[best >= MATCH_IOU].tolist()
     # No-face detections are counted from a little below the threshold: a background score that
     # INT8 lifts to 0.49 here crosses 0.5 under another thread count or CPU.
-    near = SCORE_THRESHOLD - FP_MARGIN
+    near = threshold - FP_MARGIN
     fp_ref = sum(len(detections(o, input_size, near)[0]) for o in ref_noface)
     fp_test = sum(len(detections(o, input_size, near)[0]) for o in test_noface)
     recall = found / total if total else 1.0
@@ -126,27 +114,19 @@ def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list,
     }
 
 
-# --- per-face models -------------------------------------------------------------------------
-
-def _by_size(outputs: list[np.ndarray], size: int) -> np.ndarray:
-    return next(o for o in outputs if o.size == size)
-
-
-def landmark_metrics(ref: list, test: list) -> dict:
+def landmark_metrics(ref: list, test: list, points) -> dict:
+    """NME: mean point error / inter-ocular distance; points(outputs) -> (points [P, 2], IOD) is the
+    landmark stage's reading of its raw outputs (the IOD is taken from the reference)."""
     errs = []
     for r_out, t_out in zip(ref, test):
-        big = max(r_out, key=lambda o: o.size)
-        if big.size == 1404:  # FaceMesh: 468 x (x, y, z) in input pixels
-            rp, tp = big.reshape(-1, 3)[:, :2], max(t_out, key=lambda o: o.size).reshape(-1, 3)[:, :2]
-            iod = np.linalg.norm(rp[33] - rp[263])
-        else:  # 5-point: (x, y) pairs, eyes first
-            rp, tp = big.reshape(-1, 2), max(t_out, key=lambda o: o.size).reshape(-1, 2)
-            iod = np.linalg.norm(rp[0] - rp[1])
+        rp, iod = points(r_out)
+        tp, _ = points(t_out)
         errs.append(np.linalg.norm(tp - rp, axis=1).mean() / max(iod, 1e-6))
     return {"items": len(errs), "landmark_nme": float(np.mean(errs)), "landmark_nme_p95": float(np.percentile(errs, 95))}
 
 
 def head_pose_metrics(ref: list, test: list) -> dict:
+    """Mean absolute angle difference; every output is one angle in degrees."""
     diffs = np.array([[float(t.reshape(-1)[0]) - float(r.reshape(-1)[0]) for r, t in zip(r_out, t_out)]
                       for r_out, t_out in zip(ref, test)])
     diffs = (diffs + 180.0) % 360.0 - 180.0
@@ -154,38 +134,40 @@ def head_pose_metrics(ref: list, test: list) -> dict:
             "head_pose_max_deg": float(np.abs(diffs).max())}
 
 
-def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
+def angle_deg(a: np.ndarray, b: np.ndarray) -> float:
     cos = np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12)
     return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
 
 
-def gaze_metrics(ref: list, test: list) -> dict:
-    errs = []
-    for r_out, t_out in zip(ref, test):
-        if len(r_out) == 1:  # OMZ gaze vector
-            errs.append(_angle_deg(r_out[0].reshape(-1), t_out[0].reshape(-1)))
-            continue
-        # MediaPipe Iris: 5 iris points (centre + 4 edge points) per eye, in crop pixels
-        r_iris = min(r_out, key=lambda o: o.size)
-        t_iris = _by_size(t_out, r_iris.size)
-        r_iris, t_iris = r_iris.reshape(-1, 5, 3)[:, :, :2], t_iris.reshape(-1, 5, 3)[:, :, :2]
-        for r, t in zip(r_iris, t_iris):
-            radius = np.linalg.norm(r[1:] - r[0], axis=1).mean()
-            shift = np.linalg.norm(t[0] - r[0]) / max(radius * EYEBALL_PER_IRIS_RADIUS, 1e-6)
-            errs.append(float(np.degrees(np.arcsin(min(shift, 1.0)))))
-    return {"items": len(errs), "gaze_error_deg": float(np.mean(errs)), "gaze_error_p95_deg": float(np.percentile(errs, 95))}
+def gaze_metrics(errors_deg: list[float]) -> dict:
+    """Mean and 95th percentile of per-item gaze errors (degrees) the gaze stage computed."""
+    return {"items": len(errors_deg), "gaze_error_deg": float(np.mean(errors_deg)),
+            "gaze_error_p95_deg": float(np.percentile(errors_deg, 95))}
 
 
-def eye_state_metrics(ref: list, test: list) -> dict:
-    r = np.array([o[0].reshape(-1) for o in ref])
-    t = np.array([o[0].reshape(-1) for o in test])
+def eye_state_metrics(r: np.ndarray, t: np.ndarray) -> dict:
+    """Open/closed flips and probability error of class probabilities [items, classes]."""
     return {"items": len(r), "eye_state_flips": float((r.argmax(1) != t.argmax(1)).mean()),
             "eye_state_prob_mae": float(np.abs(r - t).mean())}
 
 
-def compare(kind: str, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
-    """Metrics of `test` outputs against `ref` (FP32) outputs for a model of stage `kind`."""
-    if kind == "face":
-        return detector_metrics(ref, test, list(ref_noface), list(test_noface), input_size)
-    return {"landmarks": landmark_metrics, "head_pose": head_pose_metrics, "gaze": gaze_metrics,
-            "eye_state": eye_state_metrics}[kind](ref, test)
+def stage_for(model: str, outputs: list | None = None):
+    """The stage class of a zoo model id. A stage kind (the older call, compare(kind, ...)) is
+    resolved to the zoo implementation of that kind with as many outputs as `outputs`."""
+    from pipeline import stages, zoo
+
+    if model not in BUDGET_KEYS:
+        return stages.stage_class(model)
+    n = len(outputs) if outputs is not None else None
+    for spec in zoo.models().values():
+        cls = stages.stage_class(spec.id)
+        if spec.stage == model and (n is None or len(cls.outputs) == n):
+            return cls
+    raise EdgegazeError(f"no {model} stage in the zoo reads {n} output(s)")
+
+
+def compare(model: str, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
+    """Metrics of `test` outputs against `ref` (FP32) outputs of a zoo model (its id; a stage kind
+    still works, see stage_for): the stage class's compare_outputs."""
+    cls = stage_for(model, ref[0] if ref else (ref_noface[0] if ref_noface else None))
+    return cls.compare_outputs(ref, test, ref_noface, test_noface, input_size)

@@ -14,10 +14,10 @@ from pipeline.errors import EdgegazeError
 from pipeline.report import energy
 
 
-def _from_profile(profile: dict):
+def _from_profile(profile: dict, params=None):
     from pipeline import profile as profiles
 
-    return profiles.build_pipeline(profile, async_mode=False)  # frames are timed one by one here
+    return profiles.build_pipeline(profile, async_mode=False, params=params)  # frames are timed one by one here
 
 
 def _stages(pipe) -> dict:
@@ -34,20 +34,21 @@ def _split(totals: list[float], infer: list[float], frames: int) -> dict:
 
 
 def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | None = None,
-            meter: energy.Rapl | None = None, idle_w: float = 0.0, profile: dict | None = None):
+            meter: energy.Rapl | None = None, idle_w: float = 0.0, profile: dict | None = None, params=None):
     """(run summary, per-stage rows, note, reason it was skipped) for one precision of a set,
     or for a deployment profile's pipeline."""
     from pipeline.runner import Pipeline
 
     note = None
     try:
-        pipe = Pipeline.from_set(models_set, precision=precision) if profile is None else _from_profile(profile)
+        pipe = (Pipeline.from_set(models_set, precision=precision, params=params) if profile is None
+                else _from_profile(profile, params))
     except EdgegazeError as e:
         if profile is not None:
             raise
         # Eye state is optional (Intel ships no FP16-INT8 open-closed-eye-0001): time the rest.
         try:
-            pipe = Pipeline.from_set(models_set, precision=precision, eye_state="none")
+            pipe = Pipeline.from_set(models_set, precision=precision, eye_state="none", params=params)
             note = f"pipeline {models_set} {precision}: run without the eye-state stage ({e})"
         except EdgegazeError:
             return None, [], None, str(e)
@@ -88,12 +89,13 @@ def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | No
 
 
 def measure_all(models_set: str, precisions: list[str], images: list, cpu_tdp_w: float | None = None,
-                rapl_root="/sys/class/powercap", idle_w: float = 0.0, profile: dict | None = None) -> tuple[dict, list[str]]:
+                rapl_root="/sys/class/powercap", idle_w: float = 0.0, profile: dict | None = None,
+                params=None) -> tuple[dict, list[str]]:
     """The report's `pipeline` section for every precision, and notes for those that could not run."""
     runs, stages, notes = [], [], []
     for precision in precisions:
         meter = energy.Rapl(rapl_root)
-        run, rows, note, reason = measure(models_set, precision, images, cpu_tdp_w, meter, idle_w, profile)
+        run, rows, note, reason = measure(models_set, precision, images, cpu_tdp_w, meter, idle_w, profile, params)
         notes += [note] if note else []
         if run is None:
             notes.append(f"pipeline {models_set} {precision}: not run, {reason}")

@@ -21,6 +21,8 @@ from tqdm import tqdm
 from pipeline import __version__, paths, runtime, sources, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.report import energy, flops, in_pipeline, latency, profile
+from pipeline.sources import open_source
+from pipeline.stages import params as stage_params
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -190,11 +192,13 @@ def totals(rows: list[dict]) -> list[dict]:
 def build_report(input_path: str | Path, out: str | Path, models_set: str = "mediapipe",
                  precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
                  cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
-                 progress: bool = True, profile: dict | None = None) -> dict:
+                 progress: bool = True, profile: dict | None = None, params: list[str] | None = None) -> dict:
     """Measure and write report.json, report.md and the plots into `out`; returns the report dict.
-    With a deployment profile, its stage models at their own precisions and its pipeline are measured."""
+    With a deployment profile, its stage models at their own precisions and its pipeline are measured.
+    params (--param STAGE.KEY=VALUE) set stage parameters in the pipeline section (raw model rows have none)."""
     if frames < 1:
         raise EdgegazeError("--frames must be at least 1")
+    params = stage_params.parse(params)  # a bad --param fails before minutes of measuring
     check_out_dir(out, create=False)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
     items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
@@ -216,7 +220,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
 
     pipeline_section, pipeline_notes = in_pipeline.measure_all(models_set, ["profile"] if profile else precisions, images, cpu_tdp_w, rapl_root, idle_w,
-                                                                profile=profile)
+                                                                profile=profile, params=params)
     notes += pipeline_notes
 
     report = {
@@ -229,6 +233,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
                   "height": int(images[0].shape[0]), "iterations": iterations},
         "models_set": models_set,
         "precisions": precisions,
+        "params": params,  # --param stage parameters of the pipeline section ({} = the stages' own)
         "cpu_tdp_w": cpu_tdp_w,
         "definitions": DEFINITIONS,
         "models": rows,

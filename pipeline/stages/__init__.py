@@ -1,43 +1,48 @@
-"""Stages, one small module per implementation; which class runs which zoo model is data here.
+"""Stages, one small module per implementation. Which class runs which model is zoo data: each
+model's `implementation` in models/zoo.toml. Model-free stages (no zoo entry) are declared here.
 
 `build(impl, precision)` makes a stage from a zoo model id (or "mesh", the model-free head pose
-computed from the FaceMesh geometry).
+computed from the FaceMesh geometry), with its parameters: the zoo's `[models.params]` under any
+given ones (`--param`, see pipeline.stages.params).
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 
-from pipeline import runtime
+from pipeline import runtime, zoo
 from pipeline.errors import EdgegazeError
 
-IMPLEMENTATIONS = {
-    "face-detection-short-range": "blazeface:BlazeFace",
-    "face-detection-full-range": "blazeface:BlazeFace",
-    "face-landmark": "facemesh:FaceMesh",
-    "mesh": "mesh_pose:MeshHeadPose",
-    "iris-landmark": "iris_gaze:IrisGaze",
-    "face-detection-adas-0001": "ssd_face:SSDFace",
-    "face-detection-retail-0004": "ssd_face:SSDFace",
-    "landmarks-regression-retail-0009": "omz_landmarks:FivePointLandmarks",
-    "head-pose-estimation-adas-0001": "omz_head_pose:OMZHeadPose",
-    "gaze-estimation-adas-0002": "omz_gaze:OMZGaze",
-    "open-closed-eye-0001": "eye_state:OpenClosedEye",
-}
-MODEL_FREE = {"mesh"}
-# implementations that need a particular landmarks stage upstream
-NEEDS_LANDMARKS = {"mesh": "face-landmark"}
+MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose"}
+
+
+def implementations() -> dict[str, str]:
+    """Every stage id (zoo model ids, then the model-free stages) -> "<module>:<class>"."""
+    return {**{m.id: m.implementation for m in zoo.models().values()}, **MODEL_FREE}
 
 
 def stage_class(impl: str):
-    if impl not in IMPLEMENTATIONS:
-        raise EdgegazeError(f"unknown stage implementation '{impl}'; valid: {', '.join(IMPLEMENTATIONS)}")
-    module, name = IMPLEMENTATIONS[impl].split(":")
-    return getattr(import_module(f"pipeline.stages.{module}"), name)
+    known = implementations()
+    if impl not in known:
+        raise EdgegazeError(f"unknown stage implementation '{impl}'; valid: {', '.join(known)}")
+    module, _, name = known[impl].partition(":")
+    try:
+        return getattr(import_module(f"pipeline.stages.{module}"), name)
+    except (ImportError, AttributeError, ValueError):
+        raise EdgegazeError(f"zoo model {impl}: implementation '{known[impl]}' is not a class in pipeline/stages "
+                            "(write it as <module>:<class>, e.g. blazeface:BlazeFace)") from None
+
+
+def zoo_params(impl: str) -> dict:
+    """The zoo's parameters for a model ({} for a model-free stage)."""
+    return {} if impl in MODEL_FREE else dict(zoo.get(impl).params)
 
 
 def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None, **runtime_kw):
-    """A ready stage: the zoo model `impl` compiled at `precision`, or a model-free stage."""
+    """A ready stage: the zoo model `impl` compiled at `precision`, or a model-free stage; `params`
+    (KEY -> value) over the zoo's parameters for it."""
     cls = stage_class(impl)
+    settings = {**zoo_params(impl), **(params or {})}
+    cls.settings(settings)  # a bad parameter fails before the compile
     compiled = None if impl in MODEL_FREE else runtime.load(impl, precision, device, **runtime_kw)
-    return cls(compiled, **(params or {}))
+    return cls(compiled, **settings)

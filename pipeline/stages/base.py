@@ -3,37 +3,136 @@
 A detector is called with a frame and returns faces; every other stage is called with the frame
 and the FaceResult built so far, and returns its own typed result (pipeline.results). The runner
 knows stages only through this interface; which model backs a stage is data from the zoo.
+
+A stage class also declares, as data, everything else that is particular to its model (like
+OpenVINO model_api's `parameters()`), so that nothing outside its module branches on a model id:
+- `requires`: the stages that must run before it (checked once when a pipeline is built);
+- `outputs`: the IR output tensors it reads, by name (bound and checked when it is built);
+- `parameters`: its settings with type, default and help (`--param`, `[models.params]` in the zoo);
+- the optimizer hooks: `compare_outputs` (quantization metrics of raw outputs against FP32),
+  `distill_error` / `distill_unit` / `distill_focus` (pruning recovery) and `crop` (which crops
+  it is calibrated and trained on).
 """
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import openvino as ov
 
+from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
 from pipeline.runtime import copy_outputs
+
+# Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
+# centres without eye corners (e.g. after the OMZ 5-point landmarks).
+EYE_WIDTH_PER_IOD = 0.45
+
+
+@dataclass(frozen=True)
+class Param:
+    """One stage parameter: type (float, int or bool), default and a one-line help."""
+
+    type: type
+    default: Any
+    help: str
+
+    def parse(self, value: Any) -> Any:
+        """`value` (text from --param, or a TOML value) as this parameter's type; ValueError if it is not one."""
+        if not isinstance(value, str):  # TOML: the type itself, or a whole number for a float
+            if isinstance(value, self.type) or (self.type is float and type(value) is int):
+                return self.type(value)
+            raise ValueError(value)
+        text = value
+        if self.type is bool:
+            low = text.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        return self.type(text)
+
+
+def _type_name(t: type) -> str:
+    return {float: "a number", int: "a whole number", bool: "true or false"}.get(t, t.__name__)
 
 
 class Stage(ABC):
     kind: ClassVar[str]  # "face", "landmarks", "head_pose", "gaze", "eye_state"
+    # stage kind -> the implementation it needs there (None: any), e.g. {"landmarks": None}
+    requires: ClassVar[dict[str, str | None]] = {}
+    # role -> the IR output names that can fill it (the models a class runs may name them differently)
+    outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    parameters: ClassVar[dict[str, Param]] = {}
+    # optimizer hooks (pruning): the crops a model is trained on ("face" or "eye", None: none),
+    # the unit of distill_error, and output elements the pipeline reads: (output index, flat indices)
+    crop: ClassVar[str | None] = None
+    distill_unit: ClassVar[str] = "% IOD"
+    distill_focus: ClassVar[tuple[tuple[int, tuple[int, ...]], ...]] = ()
 
-    def __init__(self, compiled: ov.CompiledModel | None):
+    def __init__(self, compiled: ov.CompiledModel | None, **params):
         self.compiled = compiled
         self.request = compiled.create_infer_request() if compiled is not None else None
         # Milliseconds spent inside OpenVINO's infer, summed over calls: the report splits each
         # stage's time into model time and the Python around it (crops, postprocess, copies).
         self.infer_ms = 0.0
+        for key, value in self.settings(params).items():
+            setattr(self, key, value)
+        self.out = self.bind_outputs(compiled) if compiled is not None else {}
+
+    @classmethod
+    def settings(cls, params: dict) -> dict:
+        """Every parameter: the given values (checked: known key, right type) over the defaults."""
+        out = {k: p.default for k, p in cls.parameters.items()}
+        for key, value in params.items():
+            p = cls.parameters.get(key)
+            if p is None:
+                raise EdgegazeError(f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}")
+            try:
+                out[key] = p.parse(value)
+            except ValueError:
+                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be {_type_name(p.type)}, got '{value}'") from None
+        return out
+
+    @classmethod
+    def bind_outputs(cls, compiled: ov.CompiledModel) -> dict[str, int]:
+        """role -> output index, by the IR's output names; a model lacking one fails here, not on a frame."""
+        names = [o.get_names() for o in compiled.outputs]
+        bound = {}
+        for role, wanted in cls.outputs.items():
+            found = [i for i, n in enumerate(names) if n & set(wanted)]
+            if not found:
+                have = ", ".join(sorted(x for n in names for x in n))
+                raise EdgegazeError(f"{cls.__name__} reads output {' or '.join(wanted)}, which this model lacks "
+                                    f"(its outputs: {have}); is it the right model for this stage?")
+            bound[role] = found[0]
+        return bound
 
     def infer(self, inputs: Any) -> list[np.ndarray]:
-        """Run the model synchronously; outputs in the model's output order."""
+        """Run the model synchronously; outputs in the model's output order (self.out maps roles to them)."""
         t = time.perf_counter()
         self.request.infer(inputs)
         self.infer_ms += (time.perf_counter() - t) * 1e3
         return copy_outputs(self.request)
+
+    # -- optimizer hooks -------------------------------------------------------------------
+    @classmethod
+    def compare_outputs(cls, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
+        """Quantization metrics (pipeline.optimize.metrics budget keys) of raw `test` outputs against
+        raw FP32 `ref` outputs, per item lists in the model's output order."""
+        raise EdgegazeError(f"{cls.__name__} declares no quantization metric (Stage.compare_outputs)")
+
+    @classmethod
+    def distill_error(cls, student: list, teacher: list, iod: np.ndarray, every_output: bool = False) -> float:
+        """Pruning recovery error of student against teacher outputs (batched, model order), in
+        `distill_unit`. every_output: the worst output rather than the ones the stage reads.
+        Default: mean absolute difference over every output."""
+        return float(np.mean([np.abs(s - t).mean() for s, t in zip(student, teacher)]))
 
 
 class Detector(Stage):
@@ -49,6 +148,18 @@ class Detector(Stage):
     def __call__(self, frame: np.ndarray) -> list[Face]:
         inputs, context = self.preprocess(frame)
         return self.postprocess(self.infer(inputs), context)
+
+    @classmethod
+    def raw_detections(cls, outputs: list[np.ndarray], input_size: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """(boxes [N, 4] x0, y0, x1, y1 normalised to the model input, scores [N]) of raw outputs."""
+        raise NotImplementedError
+
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
+        from pipeline.optimize import metrics
+
+        return metrics.detector_metrics(ref, test, list(ref_noface), list(test_noface), input_size,
+                                        cls.raw_detections, cls.parameters["score_threshold"].default)
 
 
 class FaceStage(Stage):
@@ -69,3 +180,8 @@ class FaceStage(Stage):
         """Tracking: the face region for the next frame derived from these landmarks, or None
         when this stage cannot track (the runner then runs the detector). Landmark stages override."""
         return None
+
+    def present(self, landmarks: Any) -> bool:
+        """Whether these landmarks still show a face (a tracked region that lost it goes back to the
+        detector). Landmark stages with a confidence output override."""
+        return True

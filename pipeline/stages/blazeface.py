@@ -19,7 +19,7 @@ import openvino as ov
 from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face
-from pipeline.stages.base import Detector
+from pipeline.stages.base import Detector, Param
 
 # SSD anchor options per input size, from MediaPipe's face_detection_{short,full}_range_common.pbtxt.
 _SSD = {
@@ -59,11 +59,10 @@ def anchors_for(size: int) -> np.ndarray:
     return ssd_anchors(size, **_SSD[size])
 
 
-def decode(outputs: list[np.ndarray], size: int, score_threshold: float = 0.5, min_iou: float = 0.3,
+def decode(raw: np.ndarray, logits: np.ndarray, size: int, score_threshold: float = 0.5, min_iou: float = 0.3,
            max_faces: int = 10) -> list[tuple[np.ndarray, float]]:
     """Raw outputs ([1,N,16] regressors, [1,N,1] logits) -> faces in input pixels: (box x0,y0,x1,y1
     + 6 keypoints (x, y), score), after the clipped sigmoid, the threshold and weighted NMS."""
-    raw, logits = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)[:2]
     raw, logits = raw.reshape(-1, raw.shape[-1]), logits.reshape(-1)
     scores = 1.0 / (1.0 + np.exp(-np.clip(logits, -_LOGIT_CLIP, _LOGIT_CLIP)))
     keep = scores > score_threshold
@@ -102,17 +101,17 @@ def weighted_nms(data: np.ndarray, scores: np.ndarray, min_iou: float, max_out: 
 class BlazeFace(Detector):
     """MediaPipe BlazeFace; short or full range is read from the compiled model's input size."""
 
-    def __init__(
-        self,
-        compiled: ov.CompiledModel,
-        score_threshold: float = 0.5,
-        min_suppression_iou: float = 0.3,
-        max_faces: int = 10,
-    ):
-        super().__init__(compiled)
-        self.score_threshold = score_threshold  # minimum face probability
-        self.min_suppression_iou = min_suppression_iou  # IoU above which detections are merged
-        self.max_faces = max_faces  # at most this many faces per frame
+    # The two MediaPipe models name their outputs differently (short range, full range).
+    outputs = {"regressors": ("regressors", "reshaped_regressor_face_4"),
+               "scores": ("classificators", "reshaped_classifier_face_4")}
+    parameters = {
+        "score_threshold": Param(float, 0.5, "minimum face probability"),
+        "min_suppression_iou": Param(float, 0.3, "IoU above which detections are merged (weighted NMS)"),
+        "max_faces": Param(int, 10, "at most this many faces per frame"),
+    }
+
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         self.size = int(compiled.inputs[0].get_shape()[1])  # NHWC, square
         anchors_for(self.size)  # a model of another size fails here, not on the first frame
 
@@ -129,7 +128,8 @@ class BlazeFace(Detector):
         return canvas[None], (nw / w, nh / h, px, py)
 
     def postprocess(self, outputs: list[np.ndarray], context: tuple[float, float, int, int]) -> list[Face]:
-        merged = decode(outputs, self.size, self.score_threshold, self.min_suppression_iou, self.max_faces)
+        merged = decode(outputs[self.out["regressors"]], outputs[self.out["scores"]], self.size, self.score_threshold,
+                        self.min_suppression_iou, self.max_faces)
         sx, sy, px, py = context
         offset, scale = np.tile([px, py], 8), np.tile([sx, sy], 8)
         faces = []
@@ -137,3 +137,11 @@ class BlazeFace(Detector):
             d = (d - offset) / scale
             faces.append(Face(box=d[:4].copy(), score=score, keypoints=d[4:].reshape(6, 2).copy()))
         return faces
+
+    @classmethod
+    def raw_detections(cls, outputs, input_size, threshold):
+        """Raw outputs without a compiled model to bind names: the regressors are the wider output."""
+        raw, logits = sorted(outputs, key=lambda o: o.shape[-1], reverse=True)[:2]
+        faces = decode(raw, logits, input_size, threshold, max_faces=len(raw.reshape(-1)))
+        boxes = np.array([d[:4] for d, _ in faces], np.float32).reshape(-1, 4) / input_size
+        return boxes, np.array([score for _, score in faces], np.float32)

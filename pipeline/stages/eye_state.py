@@ -12,33 +12,27 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import EyeState, FaceResult
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
 from pipeline.stages.omz_gaze import eye_patch, eye_sides
 
 
 class OpenClosedEye(FaceStage):
     kind = "eye_state"
+    requires = {"landmarks": None}
+    outputs = {"probs": ("19",)}  # [1, 2, 1, 1] softmax (closed, open); the IR names it after a graph node
+    parameters = {
+        "threshold": Param(float, 0.5, "open probability above which an eye counts as open"),
+        "eye_scale": Param(float, 1.8, "eye patch side / eye width, as the OMZ gaze stage"),
+        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners"),
+    }
 
-    def __init__(
-        self,
-        compiled: ov.CompiledModel,
-        threshold: float = 0.5,
-        eye_scale: float = 1.8,
-        eye_width_per_iod: float = 0.45,
-    ):
-        """threshold: open probability above which an eye counts as open; eye_scale,
-        eye_width_per_iod: patch size as in OMZGaze."""
-        super().__init__(compiled)
-        self.threshold = float(threshold)
-        self.eye_scale = float(eye_scale)
-        self.eye_width_per_iod = float(eye_width_per_iod)
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Both eye patches (subject's right, left), levelled; no context."""
         lm = result.landmarks
-        if lm is None:
-            raise ValueError("OpenClosedEye needs landmarks in the FaceResult")
         if result.head_pose is not None:
             roll = result.head_pose.roll
         else:
@@ -51,8 +45,15 @@ class OpenClosedEye(FaceStage):
 
     def infer(self, inputs) -> list[np.ndarray]:
         """One inference per eye; returns [right_probs, left_probs]."""
-        return [super(OpenClosedEye, self).infer(p[None])[0].reshape(-1) for p in inputs]
+        return [super(OpenClosedEye, self).infer(p[None])[self.out["probs"]].reshape(-1) for p in inputs]
 
     def postprocess(self, outputs, context) -> EyeState:
         right, left = (float(o[1]) for o in outputs)
         return EyeState(right_open=right > self.threshold, left_open=left > self.threshold, right_prob=right, left_prob=left)
+
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
+        """Share of eyes whose open/closed decision flips (argmax of the one softmax output)."""
+        from pipeline.optimize import metrics
+
+        return metrics.eye_state_metrics(np.array([o[0].reshape(-1) for o in ref]), np.array([o[0].reshape(-1) for o in test]))

@@ -20,13 +20,14 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import Face, FaceResult, Landmarks
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Param
 
 # Mesh indices (MediaPipe topology). "Right" = the subject's right = image left on a frontal face.
 RIGHT_EYE_CORNERS = (33, 133)  # outer, inner
 LEFT_EYE_CORNERS = (263, 362)  # outer, inner
 RIGHT_EYE_CONTOUR = (33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173)
 LEFT_EYE_CONTOUR = (263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398)
+POINTS = 468
 
 
 def roi_affine(centre: np.ndarray, side: float, angle: float, size: int) -> np.ndarray:
@@ -61,11 +62,15 @@ class FaceMesh(FaceStage):
     """FaceMesh 468-point landmarks; tracks the face from frame to frame through `next_face`."""
 
     kind = "landmarks"
+    outputs = {"mesh": ("conv2d_20",), "presence": ("conv2d_30",)}  # 468 x (x, y, z) in input pixels; logit
+    parameters = {
+        "roi_scale": Param(float, 1.5, "ROI side / face (or landmark) box side (MediaPipe: 1.5)"),
+        "presence_threshold": Param(float, 0.5, "face-presence score below which a tracked face counts as lost"),
+    }
+    crop = "face"
 
-    def __init__(self, compiled: ov.CompiledModel, roi_scale: float = 1.5, presence_threshold: float = 0.5):
-        super().__init__(compiled)
-        self.roi_scale = roi_scale  # ROI side / face (or landmark) box side, MediaPipe uses 1.5
-        self.presence_threshold = presence_threshold  # below this face-presence score, tracking stops
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         self.size = int(compiled.inputs[0].get_shape()[1])
 
     def roi(self, face: Face) -> tuple[np.ndarray, float, float]:
@@ -86,7 +91,7 @@ class FaceMesh(FaceStage):
         return warp(frame, m, self.size)[None], m
 
     def postprocess(self, outputs: list[np.ndarray], context: np.ndarray) -> Landmarks:
-        mesh, presence = sorted(outputs, key=np.size, reverse=True)
+        mesh, presence = outputs[self.out["mesh"]], outputs[self.out["presence"]]
         pts = mesh.reshape(-1, 3).astype(np.float64)
         xy = apply(context, pts)
         z = pts[:, 2:] * np.sqrt(abs(np.linalg.det(context[:, :2])))  # same pixel scale as x and y
@@ -101,10 +106,13 @@ class FaceMesh(FaceStage):
             eye_corners=corners,
         )
 
+    def present(self, landmarks: Landmarks) -> bool:
+        return landmarks.score >= self.presence_threshold
+
     def next_face(self, landmarks: Landmarks, frame_shape: tuple[int, ...]) -> Face | None:
         """The rotated ROI for the next frame from this mesh, or None when the face is lost
         (presence below the threshold, or the ROI centre left the frame)."""
-        if landmarks is None or landmarks.score < self.presence_threshold:
+        if landmarks is None or not self.present(landmarks):
             return None
         xy = landmarks.points[:, :2]
         lo, hi = xy.min(0), xy.max(0)
@@ -118,3 +126,27 @@ class FaceMesh(FaceStage):
         return Face(
             box=np.concatenate([lo, hi]), score=landmarks.score, keypoints=np.stack([centre, edge]), tracked=True
         )
+
+    # -- optimizer hooks: raw outputs, batched, in the model's order --------------------------
+    @staticmethod
+    def raw_mesh(outputs: list[np.ndarray]) -> np.ndarray:
+        """(N, 468, 3) points in input pixels from raw outputs (the mesh is the larger output)."""
+        big = max(outputs, key=np.size)
+        return big.reshape(-1, POINTS, 3)
+
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
+        """Landmark NME: mean point error / the distance between the outer eye corners."""
+        from pipeline.optimize import metrics
+
+        def points(out):
+            p = cls.raw_mesh(out)[0, :, :2]
+            return p, float(np.linalg.norm(p[RIGHT_EYE_CORNERS[0]] - p[LEFT_EYE_CORNERS[0]]))
+
+        return metrics.landmark_metrics(ref, test, points)
+
+    @classmethod
+    def distill_error(cls, student, teacher, iod, every_output=False) -> float:
+        """Mean 2-D point error, % IOD."""
+        d = np.linalg.norm(cls.raw_mesh(student)[..., :2] - cls.raw_mesh(teacher)[..., :2], axis=-1)
+        return float((d.mean(1) / iod).mean() * 100)

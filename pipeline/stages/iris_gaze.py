@@ -37,9 +37,8 @@ from __future__ import annotations
 import numpy as np
 import openvino as ov
 
-from pipeline.errors import EdgegazeError
 from pipeline.results import FaceResult, Gaze, Landmarks
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
 from pipeline.stages.facemesh import apply, warp
 from pipeline.stages.mesh_pose import matrix_from_euler
 
@@ -55,27 +54,24 @@ class IrisGaze(FaceStage):
     """MediaPipe Iris on both eyes (one batch-2 inference) + an eyeball model -> Gaze."""
 
     kind = "gaze"
+    requires = {"landmarks": None}  # a head pose is used when there is one
+    outputs = {"contour": ("output_eyes_contours_and_brows",), "iris": ("output_iris",)}  # 71 and 5 x (x, y, z)
+    parameters = {
+        "eye_scale": Param(float, 2.3, "eye crop side / eye width (MediaPipe: 2.3)"),
+        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners"),
+        "eyeball_radius_mm": Param(float, 12.0, "adult eyeball radius"),
+        "iris_radius_mm": Param(float, 5.9, "adult iris radius (11.8 mm diameter)"),
+        "interocular_mm": Param(float, 63.0, "distance between the eye centres (adult mean)"),
+        "eyeball_depth_mm": Param(float, 5.0, "eyeball centre behind the eye-corner midpoint"),
+        "iris_rest_mm": Param(float, 0.0, "iris centre above the corner midpoint when looking ahead (person-specific)"),
+    }
+    crop = "eye"
+    # what the gaze reads: the iris centre (x, y) and the contour's two eye corners (x, y)
+    distill_focus = ((1, (0, 1)), (0, (0, 1, 3 * CONTOUR_CORNERS[1], 3 * CONTOUR_CORNERS[1] + 1)))
 
-    def __init__(
-        self,
-        compiled: ov.CompiledModel,
-        eye_scale: float = 2.3,
-        eye_width_per_iod: float = 0.45,
-        eyeball_radius_mm: float = 12.0,
-        iris_radius_mm: float = 5.9,
-        interocular_mm: float = 63.0,
-        eyeball_depth_mm: float = 5.0,
-        iris_rest_mm: float = 0.0,
-    ):
-        super().__init__(compiled)
-        self.eye_scale = eye_scale  # crop side / eye width (MediaPipe: 2.3)
-        self.eye_width_per_iod = eye_width_per_iod  # eye width / inter-ocular distance, when no corners
-        self.eyeball_radius_mm = eyeball_radius_mm  # adult eyeball radius
-        self.iris_radius_mm = iris_radius_mm  # adult iris radius (11.8 mm diameter)
-        self.interocular_mm = interocular_mm  # distance between the eye centres (adult mean)
-        self.eyeball_depth_mm = eyeball_depth_mm  # eyeball centre behind the eye-corner midpoint
-        self.iris_rest_mm = iris_rest_mm  # iris centre above the corner midpoint when looking ahead
-        self.iris_depth_mm = float(np.sqrt(eyeball_radius_mm**2 - iris_radius_mm**2))
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
+        self.iris_depth_mm = float(np.sqrt(self.eyeball_radius_mm**2 - self.iris_radius_mm**2))
 
     def eyes(self, lm: Landmarks) -> list[tuple[np.ndarray, float, np.ndarray]]:
         """(centre, width, crop x axis) of the subject's right and left eye."""
@@ -91,8 +87,6 @@ class IrisGaze(FaceStage):
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, dict]:
         """Both eye crops in one (2, 64, 64, 3) batch; context = their crop -> frame affines."""
         lm = result.landmarks
-        if lm is None:
-            raise EdgegazeError("gaze 'iris-landmark' needs a landmarks stage before it")
         eyes = self.eyes(lm)
         across = _unit(eyes[1][0] - eyes[0][0])  # subject's right -> left eye
         down = np.array([-across[1], across[0]])  # the face's "down" in the image (y grows downward)
@@ -106,7 +100,7 @@ class IrisGaze(FaceStage):
         return np.stack(crops), {"affines": affines, "head_pose": result.head_pose}
 
     def postprocess(self, outputs: list[np.ndarray], context: dict) -> Gaze:
-        contour, iris = sorted(outputs, key=np.size, reverse=True)
+        contour, iris = outputs[self.out["contour"]], outputs[self.out["iris"]]
         contour, iris = contour.reshape(2, -1, 3), iris.reshape(2, -1, 3)
         hp = context["head_pose"]
         irises, centres, lids = [], [], []
@@ -131,3 +125,34 @@ class IrisGaze(FaceStage):
         # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.
         return Gaze.from_vector(np.array([g[0], -g[1], -g[2]]), right_iris=irises[0], left_iris=irises[1],
                                 eye_contours=np.stack(lids))
+
+    # -- optimizer hooks: raw outputs, batched, in the model's order (contour first) ----------
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
+        """Gaze error of the iris-centre shift: the shift over the iris radius (mean distance of the
+        4 edge points) turned into an eyeball rotation with the stage's eyeball and iris radii."""
+        from pipeline.optimize import metrics
+
+        eyeball_per_iris = cls.parameters["eyeball_radius_mm"].default / cls.parameters["iris_radius_mm"].default
+        errs = []
+        for r_out, t_out in zip(ref, test):
+            # the iris output is the smaller one
+            r_iris, t_iris = (min(o, key=np.size).reshape(-1, 5, 3)[:, :, :2] for o in (r_out, t_out))
+            for r, t in zip(r_iris, t_iris):
+                radius = np.linalg.norm(r[1:] - r[0], axis=1).mean()
+                shift = np.linalg.norm(t[0] - r[0]) / max(radius * eyeball_per_iris, 1e-6)
+                errs.append(float(np.degrees(np.arcsin(min(shift, 1.0)))))
+        return metrics.gaze_metrics(errs)
+
+    @classmethod
+    def distill_error(cls, student, teacher, iod, every_output=False) -> float:
+        """Iris-centre error, % IOD; every_output: the worse of the two outputs, each the mean over
+        its points (71 contour, 5 iris), so that neither branch looks free to prune (a mean over
+        all 76 points let the iris branch look 10x cheaper to prune than it is)."""
+        n = len(iod)
+        if every_output:
+            pts = [np.linalg.norm(s.reshape(n, -1, 3)[..., :2] - t.reshape(n, -1, 3)[..., :2], axis=-1)
+                   for s, t in zip(student, teacher)]
+            return float(max((d.mean(1) / iod).mean() for d in pts) * 100)
+        d = np.linalg.norm(student[1].reshape(n, 5, 3)[:, 0, :2] - teacher[1].reshape(n, 5, 3)[:, 0, :2], axis=-1)
+        return float((d / iod).mean() * 100)

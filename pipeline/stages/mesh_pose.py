@@ -47,7 +47,7 @@ import numpy as np
 
 from pipeline.errors import EdgegazeError
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Param
 
 CANONICAL_FILE = Path(__file__).with_name("mesh_canonical.json")
 HFOV_DEG = 60.0  # assumed horizontal field of view of the camera (typical webcams: 55-78 deg)
@@ -126,19 +126,15 @@ class MeshHeadPose(FaceStage):
     """Head pose from FaceMesh landmarks (no model: `compiled` is None and infer is a no-op)."""
 
     kind = "head_pose"
+    requires = {"landmarks": "face-landmark"}  # the 468-point FaceMesh
+    parameters = {"hfov_deg": Param(float, HFOV_DEG, "assumed horizontal field of view of the camera, degrees")}
 
-    def __init__(self, compiled: Any = None, hfov_deg: float = HFOV_DEG):
-        super().__init__(None)
-        self.hfov_deg = float(hfov_deg)
+    def __init__(self, compiled: Any = None, **params):
+        super().__init__(None, **params)
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """The rigid subset's 2-D points, and the camera matrix of this frame."""
-        lm = result.landmarks
-        if lm is None or lm.points.ndim != 2 or lm.points.shape[0] < 468 or lm.points.shape[1] != 3:
-            raise EdgegazeError(
-                "head pose 'mesh' needs the 468-point FaceMesh landmarks (landmarks stage face-landmark)"
-            )
-        return lm.points[canonical()[1], :2], camera_matrix(frame.shape, self.hfov_deg)
+        return result.landmarks.points[canonical()[1], :2], camera_matrix(frame.shape, self.hfov_deg)
 
     def infer(self, inputs: np.ndarray) -> list[np.ndarray]:
         return [inputs]

@@ -26,33 +26,26 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import FaceResult, Gaze, Landmarks
-
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
 
 
 class OMZGaze(FaceStage):
     kind = "gaze"
+    requires = {"landmarks": None, "head_pose": None}
+    outputs = {"gaze": ("gaze_vector",)}
+    parameters = {
+        "eye_scale": Param(float, 1.8, "eye patch side / eye width (the OMZ demo's scale)"),
+        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners"),
+        "roll_align": Param(bool, True, "rotate the patches by the head roll, as the OMZ demo does"),
+    }
 
-    def __init__(
-        self,
-        compiled: ov.CompiledModel,
-        eye_scale: float = 1.8,
-        eye_width_per_iod: float = 0.45,
-        roll_align: bool = True,
-    ):
-        """eye_scale: patch side / eye width; eye_width_per_iod: eye width / eye distance when the
-        landmarks have no eye corners; roll_align: rotate patches by the head roll (OMZ demo)."""
-        super().__init__(compiled)
-        self.eye_scale = float(eye_scale)
-        self.eye_width_per_iod = float(eye_width_per_iod)
-        self.roll_align = bool(roll_align)
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Two roll-aligned eye patches (image-left eye first) and the angles; context = roll, eyes."""
         lm, hp = result.landmarks, result.head_pose
-        if lm is None or hp is None:
-            raise ValueError("OMZGaze needs landmarks and head pose in the FaceResult")
         roll = hp.roll if self.roll_align else 0.0
         sides = eye_sides(lm, self.eye_scale, self.eye_width_per_iod)
         size = (self.in_w, self.in_h)
@@ -63,12 +56,19 @@ class OMZGaze(FaceStage):
 
     def postprocess(self, outputs, context) -> Gaze:
         roll, right_eye, left_eye = context
-        v = outputs[0].reshape(3).astype(np.float64)
+        v = outputs[self.out["gaze"]].reshape(3).astype(np.float64)
         v /= np.linalg.norm(v) + 1e-12
         c, s = np.cos(np.radians(roll)), np.sin(np.radians(roll))
         # Un-rotate the roll alignment; negate z, which the model points away from the camera.
         v = np.array([v[0] * c + v[1] * s, -v[0] * s + v[1] * c, -v[2]])
         return Gaze.from_vector(v, right_iris=np.asarray(right_eye, np.float32), left_iris=np.asarray(left_eye, np.float32))
+
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
+        """Angle between the FP32 and the candidate gaze vectors (the one output)."""
+        from pipeline.optimize import metrics
+
+        return metrics.gaze_metrics([metrics.angle_deg(r[0].reshape(-1), t[0].reshape(-1)) for r, t in zip(ref, test)])
 
 
 def eye_sides(lm: Landmarks, scale: float, width_per_iod: float) -> tuple[float, float]:

@@ -21,20 +21,20 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Param
 from pipeline.stages.omz_landmarks import crop_box
 
 
 class OMZHeadPose(FaceStage):
     kind = "head_pose"
+    outputs = {"yaw": ("angle_y_fc",), "pitch": ("angle_p_fc",), "roll": ("angle_r_fc",)}
+    parameters = {"crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)")}
+    crop = "face"
+    distill_unit = "degrees"
 
-    def __init__(self, compiled: ov.CompiledModel, crop_scale: float = 1.0):
-        """crop_scale: grow the face box about its centre before cropping (1.0 = detector box)."""
-        super().__init__(compiled)
-        self.crop_scale = float(crop_scale)
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
-        names = [o.get_names() for o in compiled.outputs]
-        self.index = {k: next(i for i, n in enumerate(names) if f"angle_{k}_fc" in n) for k in "ypr"}
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Crop the face box (clipped to the frame) and resize to 60x60."""
@@ -43,5 +43,12 @@ class OMZHeadPose(FaceStage):
         return crop[None], None
 
     def postprocess(self, outputs, context) -> HeadPose:
-        yaw, pitch, roll = (float(outputs[self.index[k]].ravel()[0]) for k in "ypr")
+        yaw, pitch, roll = (float(outputs[self.out[k]].ravel()[0]) for k in ("yaw", "pitch", "roll"))
         return HeadPose(yaw=yaw, pitch=pitch, roll=roll)
+
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
+        """Mean absolute angle difference over yaw, pitch and roll (each output one angle, degrees)."""
+        from pipeline.optimize import metrics
+
+        return metrics.head_pose_metrics(ref, test)

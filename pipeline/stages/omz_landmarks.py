@@ -15,18 +15,21 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import Face, FaceResult, Landmarks
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Param
 
 
 class FivePointLandmarks(FaceStage):
     kind = "landmarks"
+    outputs = {"points": ("95",)}  # the IR names its one output after a graph node
+    parameters = {
+        "crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)"),
+        "min_eye_distance": Param(float, 4.0, "pixels below which tracking treats the points as degenerate"),
+    }
+    crop = "face"
+    INPUT = 48  # input side in pixels: the points are normalised to it
 
-    def __init__(self, compiled: ov.CompiledModel, crop_scale: float = 1.0, min_eye_distance: float = 4.0):
-        """crop_scale: grow the face box about its centre before cropping (1.0 = detector box);
-        min_eye_distance: pixels below which next_face treats the points as degenerate."""
-        super().__init__(compiled)
-        self.crop_scale = float(crop_scale)
-        self.min_eye_distance = float(min_eye_distance)
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
@@ -37,7 +40,7 @@ class FivePointLandmarks(FaceStage):
 
     def postprocess(self, outputs, context) -> Landmarks:
         origin, size = context
-        pts = outputs[0].reshape(5, 2) * size + origin
+        pts = outputs[self.out["points"]].reshape(5, 2) * size + origin
         return Landmarks(points=pts.astype(np.float32), score=1.0, right_eye=pts[0].copy(), left_eye=pts[1].copy())
 
     def next_face(self, landmarks: Landmarks, frame_shape: tuple[int, ...]) -> Face | None:
@@ -49,6 +52,23 @@ class FivePointLandmarks(FaceStage):
         if box[2] - box[0] < 2 * self.min_eye_distance or box[3] - box[1] < 2 * self.min_eye_distance:
             return None  # the face left the frame
         return Face(box=box, score=landmarks.score, keypoints=landmarks.points[:, :2].copy(), tracked=True)
+
+    @classmethod
+    def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
+        """Landmark NME: mean point error / the distance between the eye centres (points 0 and 1)."""
+        from pipeline.optimize import metrics
+
+        def points(out):
+            p = out[0].reshape(-1, 2)
+            return p, float(np.linalg.norm(p[0] - p[1]))
+
+        return metrics.landmark_metrics(ref, test, points)
+
+    @classmethod
+    def distill_error(cls, student, teacher, iod, every_output=False) -> float:
+        """Mean point error in input pixels, % IOD."""
+        d = np.linalg.norm((student[0] - teacher[0]).reshape(len(iod), 5, 2) * cls.INPUT, axis=-1)
+        return float((d.mean(1) / iod).mean() * 100)
 
 
 def crop_box(box: np.ndarray, scale: float, frame_shape) -> tuple[int, int, int, int]:

@@ -18,27 +18,21 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import Face
-from pipeline.stages.base import Detector
+from pipeline.stages.base import Detector, Param
 
 
 class SSDFace(Detector):
-    def __init__(
-        self,
-        compiled: ov.CompiledModel,
-        threshold: float = 0.5,
-        max_faces: int = 10,
-        min_size: int = 8,
-        enlarge: float = 1.0,
-        square: bool = False,
-    ):
-        """threshold: minimum confidence; max_faces: keep the most confident; min_size: drop boxes
-        narrower than this (pixels); enlarge/square: grow boxes about their centre (OMZ demo: 1.2, True)."""
-        super().__init__(compiled)
-        self.threshold = float(threshold)
-        self.max_faces = int(max_faces)
-        self.min_size = float(min_size)
-        self.enlarge = float(enlarge)
-        self.square = bool(square)
+    outputs = {"detections": ("detection_out",)}
+    parameters = {
+        "score_threshold": Param(float, 0.5, "minimum face confidence"),
+        "max_faces": Param(int, 10, "keep the most confident this many faces"),
+        "min_size": Param(float, 8.0, "drop boxes narrower or lower than this (pixels)"),
+        "enlarge": Param(float, 1.0, "grow boxes about their centre by this factor (OMZ demo: 1.2)"),
+        "square": Param(bool, False, "make boxes square on their longer side (OMZ demo: true)"),
+    }
+
+    def __init__(self, compiled: ov.CompiledModel, **params):
+        super().__init__(compiled, **params)
         _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
 
     def preprocess(self, frame: np.ndarray):
@@ -48,8 +42,8 @@ class SSDFace(Detector):
 
     def postprocess(self, outputs, context) -> list[Face]:
         h, w = context
-        det = outputs[0].reshape(-1, 7)
-        det = det[(det[:, 0] >= 0) & (det[:, 2] >= self.threshold)]
+        det = outputs[self.out["detections"]].reshape(-1, 7)
+        det = det[(det[:, 0] >= 0) & (det[:, 2] >= self.score_threshold)]
         det = det[np.argsort(-det[:, 2])]
         faces = []
         for row in det:
@@ -62,6 +56,12 @@ class SSDFace(Detector):
             if len(faces) >= self.max_faces:
                 break
         return faces
+
+    @classmethod
+    def raw_detections(cls, outputs, input_size, threshold):
+        det = outputs[0].reshape(-1, 7)  # the one output
+        det = det[(det[:, 0] >= 0) & (det[:, 2] >= threshold)]
+        return det[:, 3:7].astype(np.float32), det[:, 2].astype(np.float32)
 
 
 def _grow(box: np.ndarray, enlarge: float, square: bool) -> np.ndarray:

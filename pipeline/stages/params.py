@@ -1,0 +1,50 @@
+"""Stage parameters as data: `--param STAGE.KEY=VALUE` parsed and checked against what the stage
+class declares (pipeline.stages.base.Param), and the description `edgegaze models show` prints.
+
+STAGE is the stage id: a zoo model id (e.g. face-detection-short-range) or a model-free stage
+(mesh). Parameters belong to the class that runs that model, so the same knob can differ between
+two models of one stage kind (BlazeFace's score_threshold vs the SSD's).
+"""
+
+from __future__ import annotations
+
+from pipeline import stages
+from pipeline.errors import EdgegazeError
+
+EXAMPLE = "--param face-detection-short-range.score_threshold=0.7"
+
+
+def parse(items: list[str] | None) -> dict[str, dict]:
+    """["ID.KEY=VALUE", ...] -> {ID: {KEY: typed value}}, each checked (stage, key, type)."""
+    out: dict[str, dict] = {}
+    for item in items or []:
+        left, eq, value = item.partition("=")
+        impl, dot, key = left.strip().partition(".")
+        if not (eq and dot and impl and key.strip()):
+            raise EdgegazeError(f"--param {item}: write STAGE.KEY=VALUE, e.g. {EXAMPLE}")
+        known = stages.implementations()
+        if impl not in known:
+            raise EdgegazeError(f"--param {item}: unknown stage '{impl}'; valid: {', '.join(known)}")
+        try:
+            typed = stages.stage_class(impl).settings({key.strip(): value.strip()})[key.strip()]
+        except EdgegazeError as e:
+            raise EdgegazeError(f"--param {item}: {e}") from None
+        out.setdefault(impl, {})[key.strip()] = typed
+    return out
+
+
+def describe(impl: str) -> str:
+    """What runs a stage id and what it declares: implementation, kind, requires, outputs, parameters."""
+    cls = stages.stage_class(impl)
+    zoo_set = stages.zoo_params(impl)
+    requires = ", ".join(f"{k} ({v})" if v else k for k, v in cls.requires.items()) or "-"
+    outputs = ", ".join(f"{role}: {' or '.join(names)}" for role, names in cls.outputs.items()) or "- (no model)"
+    lines = [f"{impl}", f"  implementation  pipeline/stages/{stages.implementations()[impl].replace(':', '.py:')}",
+             f"  stage           {cls.kind}", f"  requires        {requires}", f"  outputs         {outputs}",
+             f"  parameters      (--param {impl}.KEY=VALUE)"]
+    for key, p in cls.parameters.items():
+        value = zoo_set.get(key, p.default)
+        note = f" (zoo; default {p.default})" if key in zoo_set else ""
+        shown = str(value).lower() if p.type is bool else str(value)
+        lines.append(f"    {key:<20} {p.type.__name__:<5} {shown + note:<6}  {p.help}")
+    return "\n".join(lines)

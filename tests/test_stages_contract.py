@@ -1,0 +1,137 @@
+"""The stage contract: every zoo model names a stage class of its kind whose declared outputs its
+converted IRs have; parameters are data (zoo `[models.params]`, `--param`) that reach the stage
+and change what it does on real frames; `requires` is checked when a pipeline is built."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from conftest import shared_path
+
+PHOTO = "photos/image00.jpg"
+VIDEO = "video/webcam_640x480.mp4"
+DETECTOR = "face-detection-short-range"
+
+
+def test_every_zoo_model_has_a_stage_class_of_its_kind():
+    from pipeline import stages, zoo
+
+    for spec in zoo.models().values():
+        cls = stages.stage_class(spec.id)
+        assert cls.kind == spec.stage, (spec.id, cls.__name__, cls.kind)
+        assert cls.outputs, f"{cls.__name__} declares no outputs"
+        for key, p in cls.parameters.items():
+            assert isinstance(p.default, p.type) and p.help, (cls.__name__, key)
+        cls.settings(spec.params)  # the zoo's own parameters are valid
+    for impl in stages.MODEL_FREE:
+        assert stages.stage_class(impl).kind in zoo.STAGES
+
+
+def test_declared_outputs_exist_in_every_converted_ir(zoo_ready):
+    """Each stage binds its outputs by name: every IR on disk (converted, INT8, Intel's, pruned) has them."""
+    from pipeline import paths, stages, zoo
+    from pipeline.runtime import core
+
+    checked = 0
+    for spec in zoo.models().values():
+        cls = stages.stage_class(spec.id)
+        folders = [d for d in sorted(paths.ir_dir(spec.id, "FP32").parent.iterdir()) if (d / f"{spec.id}.xml").exists()]
+        assert {d.name for d in folders} >= set(spec.precisions), spec.id  # converted (zoo_ready)
+        for d in folders:
+            names = set().union(*(o.get_names() for o in core().read_model(str(d / f"{spec.id}.xml")).outputs))
+            for role, wanted in cls.outputs.items():
+                assert names & set(wanted), (spec.id, d.name, role, wanted, names)
+            checked += 1
+    assert checked >= 20
+
+
+def test_a_model_without_a_declared_output_fails_at_build(zoo_ready):
+    from pipeline import runtime
+    from pipeline.errors import EdgegazeError
+    from pipeline.stages.facemesh import FaceMesh
+
+    with pytest.raises(EdgegazeError, match="FaceMesh reads output conv2d_20, which this model lacks"):
+        FaceMesh(runtime.load("iris-landmark"))
+
+
+def _faces(pipeline, image) -> int:
+    return len(pipeline.process(image).faces)
+
+
+def test_param_reaches_the_detector_and_changes_the_faces_found(zoo_ready):
+    """--param and the zoo's [models.params] set the same knob; --param wins."""
+    from pipeline.runner import Pipeline
+
+    image = cv2.imread(str(shared_path(PHOTO)))
+    kw = dict(landmarks="none", gaze="none", head_pose="none", tracking=False)
+    default = Pipeline.from_set("mediapipe", **kw)
+    strict = Pipeline.from_set("mediapipe", params=[f"{DETECTOR}.score_threshold=0.99"], **kw)
+    assert strict.detector.score_threshold == 0.99 and default.detector.score_threshold == 0.5
+    score = default.process(image).faces[0].face.score
+    assert _faces(default, image) == 1 and score < 0.99
+    assert _faces(strict, image) == 0
+
+
+def test_zoo_params_set_a_stage_and_param_overrides_them(zoo_ready, tmp_path, monkeypatch):
+    from pipeline import paths, zoo
+    from pipeline.runner import Pipeline
+
+    text = paths.manifest_path().read_text()
+    at = text.index("[[models.files]]", text.index(f'id = "{DETECTOR}"'))
+    (tmp_path / "zoo.toml").write_text(text[:at] + "[models.params]\nscore_threshold = 0.99\n" + text[at:])
+    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "zoo.toml"))
+    assert zoo.get(DETECTOR).params == {"score_threshold": 0.99}
+    image = cv2.imread(str(shared_path(PHOTO)))
+    kw = dict(landmarks="none", gaze="none", head_pose="none", tracking=False)
+    assert _faces(Pipeline.from_set("mediapipe", **kw), image) == 0
+    assert _faces(Pipeline.from_set("mediapipe", params=[f"{DETECTOR}.score_threshold=0.5"], **kw), image) == 1
+
+
+def test_presence_threshold_is_the_one_tracking_knob(zoo_ready):
+    """FaceMesh's presence_threshold decides when the runner drops a tracked face: above every
+    possible score, tracking never holds and the detector runs on every frame."""
+    from pipeline.runner import Pipeline
+    from pipeline.sources import open_source
+
+    def detector_runs(params):
+        p = Pipeline.from_set("mediapipe", gaze="none", head_pose="none", params=params)
+        return [r.detector_ran for r in p.run(open_source(str(shared_path(VIDEO)), max_frames=8))]
+
+    tracked = detector_runs(None)
+    assert tracked[0] and sum(tracked) < len(tracked)
+    assert all(detector_runs(["face-landmark.presence_threshold=1.01"]))
+
+
+def test_missing_requires_is_one_error_at_build():
+    from pipeline.errors import EdgegazeError
+    from pipeline.runner import Pipeline
+
+    with pytest.raises(EdgegazeError, match="--gaze gaze-estimation-adas-0002 needs a head-pose stage; add "
+                                            "--head-pose head-pose-estimation-adas-0001"):
+        Pipeline.from_set("omz", head_pose="none", prepare=False)
+    with pytest.raises(EdgegazeError, match="--eye-state open-closed-eye-0001 needs a landmarks stage"):
+        Pipeline.from_set("mediapipe", landmarks="none", head_pose="none", gaze="none",
+                          eye_state="open-closed-eye-0001", prepare=False)
+
+
+def test_models_show_lists_parameters_with_defaults(capsys):
+    from pipeline.cli import main
+
+    assert main(["models", "show", "iris-landmark"]) == 0
+    out = capsys.readouterr().out
+    assert "iris_gaze.py:IrisGaze" in out and "requires        landmarks" in out and "output_iris" in out
+    assert "eye_scale" in out and "2.3" in out and "eye crop side" in out
+
+
+def test_quantization_metric_is_the_stage_hook_by_id_or_kind():
+    """A zoo id picks its own stage's metric; the stage kind alone (older callers) still works."""
+    from pipeline.optimize import metrics
+
+    c, s5 = np.cos(np.radians(5)), np.sin(np.radians(5))
+    ref = [[np.array([[0.0, 0.0, -1.0]], np.float32)], [np.array([[0.0, 1.0, 0.0]], np.float32)]]
+    test = [[np.array([[s5, 0.0, -c]], np.float32)], [np.array([[0.0, c, s5]], np.float32)]]  # 5 degrees off
+    by_id = metrics.compare("gaze-estimation-adas-0002", ref, test)
+    assert by_id["gaze_error_deg"] == pytest.approx(5.0, abs=1e-3) and by_id["items"] == 2
+    assert metrics.compare("gaze", ref, test) == by_id
