@@ -92,7 +92,7 @@ def test_int8_is_quantized_runs_and_stays_in_budget(model_id, reports, cal):
     assert all(np.isfinite(o).all() for outs in int8_out for o in outs)
     size = int(model.inputs[0].get_partial_shape()[2].get_length())
     noface = items.val_noface
-    m = metrics.compare(spec.stage, fp32_out, int8_out, quantize.run_items(runtime.load(model_id, "FP32"), noface),
+    m = metrics.compare(spec.id, fp32_out, int8_out, quantize.run_items(runtime.load(model_id, "FP32"), noface),
                         quantize.run_items(runtime.load(model_id, "INT8"), noface), size)
     budget = {k: metrics.DEFAULT_BUDGET[k] for k in metrics.BUDGET_KEYS[spec.stage]}
     assert metrics.violations(m, budget) == []

@@ -125,8 +125,8 @@ def test_models_show_lists_parameters_with_defaults(capsys):
     assert "eye_scale" in out and "2.3" in out and "eye crop side" in out
 
 
-def test_quantization_metric_is_the_stage_hook_by_id_or_kind():
-    """A zoo id picks its own stage's metric; the stage kind alone (older callers) still works."""
+def test_quantization_metric_is_the_stage_hook():
+    """A zoo id picks its own stage's metric."""
     from pipeline.optimize import metrics
 
     c, s5 = np.cos(np.radians(5)), np.sin(np.radians(5))
@@ -134,4 +134,3 @@ def test_quantization_metric_is_the_stage_hook_by_id_or_kind():
     test = [[np.array([[s5, 0.0, -c]], np.float32)], [np.array([[0.0, c, s5]], np.float32)]]  # 5 degrees off
     by_id = metrics.compare("gaze-estimation-adas-0002", ref, test)
     assert by_id["gaze_error_deg"] == pytest.approx(5.0, abs=1e-3) and by_id["items"] == 2
-    assert metrics.compare("gaze", ref, test) == by_id

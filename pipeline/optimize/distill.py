@@ -12,7 +12,6 @@ declared by the model's stage class (pipeline/stages); here are the algorithms.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -46,29 +45,6 @@ def error(model_id: str, student: list[np.ndarray], teacher: list[np.ndarray], i
     return stage_for(model_id).distill_error(student, teacher, iod, every_output=every_output)
 
 
-class _Used(Mapping):
-    """Output elements the pipeline reads, per zoo model id: (output index, flat element indices),
-    from each stage class's distill_focus (models whose stage declares none are absent)."""
-
-    def __getitem__(self, model_id: str) -> list[tuple[int, list[int]]]:
-        from pipeline import stages
-
-        if model_id not in stages.implementations() or not stage_for(model_id).distill_focus:
-            raise KeyError(model_id)
-        return [(k, list(idx)) for k, idx in stage_for(model_id).distill_focus]
-
-    def __iter__(self):
-        from pipeline import stages
-
-        return (i for i in stages.implementations() if stage_for(i).distill_focus)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-USED = _Used()
-
-
 def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, lr: float = 1e-3, batch: int = 16,
             augment: float = 0.75, seed: int = 0, focus: float = 0.0, model_id: str = "", log=print) -> list[float]:
     """Fine-tune `student` toward `teacher` for `steps` steps on u8 crops; returns the losses.
@@ -77,7 +53,7 @@ def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, 
     rotated, rescaled and relit (crops.augment): the student then sees new inputs at every step
     instead of memorising a few thousand crops. Channel-pruned iris model, held-out iris-centre
     error after 800 steps: 1.05 % IOD with fixed targets, 0.91 % with augmented online targets.
-    `focus` adds that much weight again on the output elements the pipeline reads (USED).
+    `focus` adds that much weight again on the output elements the pipeline reads (the stage's distill_focus).
     Cosine learning-rate decay, so a short run still ends on small steps."""
     torch = require_torch()
     F = torch.nn.functional
@@ -88,7 +64,7 @@ def distill(student, teacher, images: np.ndarray, spec_input: dict, steps: int, 
     # each output's spread on plain crops, so 213 contour values and 15 iris values weigh alike
     sample = images[:: max(1, len(images) // 256)]
     scales = [max(float(t.std()), 1e-3) for t in run(teacher, crops.to_model_input(sample, spec_input))]
-    used = USED.get(model_id, []) if focus else []
+    used = [(k, list(idx)) for k, idx in stage_for(model_id).distill_focus] if focus and model_id else []
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)

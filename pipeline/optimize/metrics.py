@@ -151,23 +151,9 @@ def eye_state_metrics(r: np.ndarray, t: np.ndarray) -> dict:
             "eye_state_prob_mae": float(np.abs(r - t).mean())}
 
 
-def stage_for(model: str, outputs: list | None = None):
-    """The stage class of a zoo model id. A stage kind (the older call, compare(kind, ...)) is
-    resolved to the zoo implementation of that kind with as many outputs as `outputs`."""
-    from pipeline import stages, zoo
+def compare(model_id: str, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
+    """Metrics of `test` outputs against `ref` (FP32) outputs of a zoo model: its stage class's
+    compare_outputs, so a new model brings its own metric."""
+    from pipeline import stages
 
-    if model not in BUDGET_KEYS:
-        return stages.stage_class(model)
-    n = len(outputs) if outputs is not None else None
-    for spec in zoo.models().values():
-        cls = stages.stage_class(spec.id)
-        if spec.stage == model and (n is None or len(cls.outputs) == n):
-            return cls
-    raise EdgegazeError(f"no {model} stage in the zoo reads {n} output(s)")
-
-
-def compare(model: str, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
-    """Metrics of `test` outputs against `ref` (FP32) outputs of a zoo model (its id; a stage kind
-    still works, see stage_for): the stage class's compare_outputs."""
-    cls = stage_for(model, ref[0] if ref else (ref_noface[0] if ref_noface else None))
-    return cls.compare_outputs(ref, test, ref_noface, test_noface, input_size)
+    return stages.stage_class(model_id).compare_outputs(ref, test, ref_noface, test_noface, input_size)

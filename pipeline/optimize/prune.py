@@ -11,8 +11,8 @@ distillation recovery, exported to models/ir/<model-id>/<TAG>/ with a report bes
   cut as if free), a least-squares refit of the convolutions that follow (pipeline.optimize.refit),
   distillation, export. The graph stays dense and gets smaller and faster.
 
-Distillation adds `focus` weight on the outputs the pipeline reads (distill.USED: the iris centre
-and eye corners), and every error is measured on held-out crops of faces FaceMesh accepts.
+Distillation adds `focus` weight on the outputs the pipeline reads (the stage's distill_focus: the
+iris centre and eye corners), and every error is measured on held-out crops of faces FaceMesh accepts.
 
 The exported IR has the interface of the FP32 IR (u8 NHWC BGR, same names, batch, outputs), so
 stages and `edgegaze run` take it by precision tag. save_ir writes atomically: an interrupted run
@@ -260,10 +260,10 @@ def _form_error(run: _Run) -> float:
 def _report_head(run: _Run, form_err: float) -> dict:
     model_id, o = run.model_id, run.opts
     return {"model_id": model_id, "tag": o.out_tag, "method": o.method, "ratio": o.ratio, "steps": o.steps,
-            "frames": o.max_frames, "focus": o.focus if model_id in distill.USED else None, "calib": list(o.calib),
+            "frames": o.max_frames, "focus": o.focus if distill.stage_for(model_id).distill_focus else None, "calib": list(o.calib),
             "crops": {"train": int(run.tr.sum()), "heldout": int(run.ho.sum())},
             "torch_form_max_abs_diff": form_err,
-            "metric": "% IOD" if model_id != "head-pose-estimation-adas-0001" else "degrees"}
+            "metric": distill.stage_for(model_id).distill_unit}
 
 
 def _prune_unstructured(run: _Run, report: dict):

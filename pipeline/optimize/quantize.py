@@ -76,7 +76,7 @@ class Scorer:
         self.ref_noface = run_items(fp32, self.noface)
 
     def __call__(self, model) -> dict:
-        m = metrics.compare(self.spec.stage, self.ref, run_items(model, self.val), self.ref_noface,
+        m = metrics.compare(self.spec.id, self.ref, run_items(model, self.val), self.ref_noface,
                             run_items(model, self.noface) if self.noface else [], self.input_size)
         m["budget_used"] = metrics.budget_used(m, self.budget)
         return m
@@ -136,7 +136,7 @@ def _accuracy_control(fp32: ov.Model, items: Items, preset: str, ignore, scorer:
         nf = [(r, o) for r, o, n in pairs if n]
         if not face and scorer.spec.stage != "face":
             return base
-        m = metrics.compare(scorer.spec.stage, [r for r, _ in face], [o for _, o in face], [r for r, _ in nf],
+        m = metrics.compare(scorer.spec.id, [r for r, _ in face], [o for _, o in face], [r for r, _ in nf],
                             [o for _, o in nf], scorer.input_size)
         return base - metrics.budget_used(m, scorer.budget)
 
