@@ -50,7 +50,7 @@ def pruned_iris() -> dict:
     """Configurations of the default pipeline with a pruned iris model, for each tag on disk."""
     from pipeline import paths
 
-    return {f"mediapipe FP32 sync, iris {t}": dict(models="mediapipe", precision="FP32", gaze=f"iris-landmark@{t}")
+    return {f"mediapipe FP32 sync iris {t}": dict(models="mediapipe", precision="FP32", gaze=f"iris-landmark@{t}")
             for t in PRUNED_IRIS if paths.ir_path("iris-landmark", t).exists()}
 
 
