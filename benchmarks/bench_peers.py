@@ -4,7 +4,8 @@
     tracking mode), in a separate virtual environment this script creates (.venv-peers/);
 (b) a Udacity-style pipeline: the OMZ models at FP32 / FP16, one blocking request per model per
     frame, detector on every frame, no eye-state model;
-(c) edgegaze's configurations of each set (tracking; sync and async).
+(c) edgegaze's configurations of each set (tracking; sync and async), and the default with a
+    pruned iris model when one is on disk (CH25/CH20, `edgegaze optimize prune`).
 Blocks of frames go to each contender in turn, so machine noise hits them alike; ratios are
 against (a). Beside frames/s: process CPU ms per frame (each contender's own process, all its
 threads), and, paced at a 30 fps webcam, the share of one core used and the frame-in -> result-out
@@ -29,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from _common import machine, markdown_table, write_results  # noqa: E402
 from _cost import Clock, paced  # noqa: E402
+from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
@@ -84,7 +86,8 @@ def main() -> None:
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     hello = json.loads(worker.stdout.readline()) if worker else None
     frames = list(open_source(args.video, max_frames=args.frames))
-    pipes = {n: Pipeline.from_set(**kw) for n, kw in CONTENDERS.items()}
+    contenders = {**CONTENDERS, **{f"edgegaze {n}": kw for n, kw in pruned_iris().items()}}
+    pipes = {n: Pipeline.from_set(**kw) for n, kw in contenders.items()}
     for p in pipes.values():
         list(p.run(frames[:5]))
         p.reset()

@@ -4,7 +4,8 @@ Frames are decoded into memory first, so "decode excluded" frames/s is the pipel
 second pass decodes while it runs ("decode included", the `edgegaze run` situation). The
 configurations are interleaved frame block by frame block, so machine noise hits them alike.
 Beside frames/s: process CPU ms per frame (all threads), and, paced at a 30 fps webcam, the share
-of one core used and the frame-in -> result-out latency p50/p99 (benchmarks/_cost.py).
+of one core used and the frame-in -> result-out latency p50/p99 (benchmarks/_cost.py). A pruned
+iris model on disk (CH25/CH20, `edgegaze optimize prune`) adds the default pipeline with it.
 
     python benchmarks/bench_pipeline.py [--video V] [--frames 300] [--paced-frames 150] [--out results/]
 """
@@ -41,6 +42,16 @@ CONFIGS = {
     "omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True, **_EYE),
     "omz FP16-INT8 no-tracking": dict(models="omz", precision="FP16-INT8", tracking=False, **_EYE),
 }
+# The structured-pruned iris models (`edgegaze optimize prune`, needs torch): measured when made.
+PRUNED_IRIS = ("CH25", "CH20")
+
+
+def pruned_iris() -> dict:
+    """Configurations of the default pipeline with a pruned iris model, for each tag on disk."""
+    from pipeline import paths
+
+    return {f"mediapipe FP32 sync iris {t}": dict(models="mediapipe", precision="FP32", gaze=f"iris-landmark@{t}")
+            for t in PRUNED_IRIS if paths.ir_path("iris-landmark", t).exists()}
 
 
 def run_block(pipe: Pipeline, frames: list[Frame], stage_ms: dict) -> int:
@@ -62,9 +73,10 @@ def main() -> None:
     ap.add_argument("--paced-fps", type=float, default=30.0)
     ap.add_argument("--out", default="results")
     args = ap.parse_args()
-    names = args.configs.split(",") if args.configs else list(CONFIGS)
+    configs = {**CONFIGS, **pruned_iris()}
+    names = args.configs.split(",") if args.configs else list(configs)
     frames = list(open_source(args.video, max_frames=args.frames))
-    pipes = {n: Pipeline.from_set(**CONFIGS[n]) for n in names}
+    pipes = {n: Pipeline.from_set(**configs[n]) for n in names}
     for pipe in pipes.values():  # warm-up: compile caches, first-inference costs
         list(pipe.run(frames[:5]))
         pipe.reset()
