@@ -134,3 +134,20 @@ def test_quantization_metric_is_the_stage_hook():
     test = [[np.array([[s5, 0.0, -c]], np.float32)], [np.array([[0.0, c, s5]], np.float32)]]  # 5 degrees off
     by_id = metrics.compare("gaze-estimation-adas-0002", ref, test)
     assert by_id["gaze_error_deg"] == pytest.approx(5.0, abs=1e-3) and by_id["items"] == 2
+
+
+def test_iris_quantization_metric_sees_moved_eye_corners():
+    """The iris model's budget metric is the gaze the stage computes: the iris centre against the
+    eye corners. Moving only the corners (what INT8 did) must count as gaze error."""
+    from pipeline.optimize import metrics
+    from pipeline.stages.iris_gaze import CONTOUR_CORNERS
+
+    contour, iris = np.zeros((1, 71, 3), np.float32), np.zeros((1, 5, 3), np.float32)
+    contour[0, list(CONTOUR_CORNERS), :2] = [[20.0, 32.0], [44.0, 32.0]]
+    iris[0, :, :2] = [[32.0, 32.0], [38.0, 32.0], [26.0, 32.0], [32.0, 38.0], [32.0, 26.0]]  # radius 6 px
+    moved = contour.copy()
+    moved[0, list(CONTOUR_CORNERS), 0] += 2.0  # corners 2 px right: the iris sits 2 px left of centre
+    m = metrics.compare("iris-landmark", [[contour, iris]], [[moved, iris]])
+    depth_px = 6.0 * np.sqrt(12.0**2 - 5.9**2) / 5.9
+    assert m["gaze_error_deg"] == pytest.approx(np.degrees(np.arcsin(2.0 / depth_px)), rel=1e-4)
+    assert metrics.compare("iris-landmark", [[contour, iris]], [[contour, iris]])["gaze_error_deg"] < 1e-3
