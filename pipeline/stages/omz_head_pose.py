@@ -16,13 +16,12 @@ signs (results.HeadPose).
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 import openvino as ov
 
 from pipeline.results import FaceResult, HeadPose
 from pipeline.stages.base import FaceStage, Param
-from pipeline.stages.omz_landmarks import crop_box
+from pipeline.stages.omz_landmarks import face_crop
 
 
 class OMZHeadPose(FaceStage):
@@ -38,8 +37,7 @@ class OMZHeadPose(FaceStage):
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Crop the face box (clipped to the frame) and resize to 60x60."""
-        x0, y0, x1, y1 = crop_box(result.face.box, self.crop_scale, frame.shape)
-        crop = cv2.resize(frame[y0:y1, x0:x1], (self.in_w, self.in_h), interpolation=cv2.INTER_AREA)
+        crop, _ = face_crop(frame, result.face.box, self.crop_scale, (self.in_w, self.in_h))
         return crop[None], None
 
     def postprocess(self, outputs, context) -> HeadPose:

@@ -34,8 +34,7 @@ class FivePointLandmarks(FaceStage):
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Crop the face box (clipped to the frame) and resize to 48x48; context = crop origin, size."""
-        x0, y0, x1, y1 = crop_box(result.face.box, self.crop_scale, frame.shape)
-        crop = cv2.resize(frame[y0:y1, x0:x1], (self.in_w, self.in_h), interpolation=cv2.INTER_AREA)
+        crop, (x0, y0, x1, y1) = face_crop(frame, result.face.box, self.crop_scale, (self.in_w, self.in_h))
         return crop[None], (np.array([x0, y0], np.float32), np.array([x1 - x0, y1 - y0], np.float32))
 
     def postprocess(self, outputs, context) -> Landmarks:
@@ -79,6 +78,13 @@ def crop_box(box: np.ndarray, scale: float, frame_shape) -> tuple[int, int, int,
     x0, y0 = int(np.clip(round(cx - hw), 0, w - 1)), int(np.clip(round(cy - hh), 0, h - 1))
     x1, y1 = int(np.clip(round(cx + hw), x0 + 1, w)), int(np.clip(round(cy + hh), y0 + 1, h))
     return x0, y0, x1, y1
+
+
+def face_crop(frame: np.ndarray, box: np.ndarray, scale: float, size: tuple[int, int]):
+    """The face box grown by `scale` (crop_box), resized to size (w, h) with area averaging; and its
+    (x0, y0, x1, y1) in the frame."""
+    x0, y0, x1, y1 = crop_box(box, scale, frame.shape)
+    return cv2.resize(frame[y0:y1, x0:x1], size, interpolation=cv2.INTER_AREA), (x0, y0, x1, y1)
 
 
 def box_from_points(p: np.ndarray, min_eye_distance: float = 4.0) -> np.ndarray | None:
