@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write
+from pipeline.stages import params as stage_params
 
 VIDEO_EXTS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
 MAX_RETRIES = 2
@@ -38,14 +39,15 @@ def output_names(videos: list[Path]) -> dict[Path, str]:
     return {v: (f"{v.parent.name}__{v.stem}" if stems.count(v.stem) > 1 else v.stem) + ".jsonl" for v in videos}
 
 
-def process_video(video: str, profile: dict, dest: str, max_frames: int | None) -> dict:
-    """One video (inside a Ray task): the profile's pipeline, JSON Lines written atomically."""
+def process_video(video: str, profile: dict, dest: str, max_frames: int | None, params: list[str] | None = None) -> dict:
+    """One video (inside a Ray task): the profile's pipeline (with --param stage parameters), JSON
+    Lines written atomically."""
     from pipeline import profile as profiles
     from pipeline.outputs import run_to_outputs
     from pipeline.sources import open_source
 
     source = open_source(video, max_frames=max_frames)
-    pipeline = profiles.build_pipeline(profile)
+    pipeline = profiles.build_pipeline(profile, params=params)
     tmp = Path(dest).with_name(f".{Path(dest).name}.part")
     s = run_to_outputs(pipeline, source, str(tmp), progress=False)
     if s.interrupted:
@@ -68,7 +70,7 @@ def _collect(ray, pending: dict, rows: dict, log) -> None:
 
 
 def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, address: str | None = None,
-              max_frames: int | None = None, log=print) -> dict:
+              max_frames: int | None = None, log=print, params: list[str] | None = None) -> dict:
     """Process every video not finished yet, at most `workers` at once; write summary.json."""
     from pipeline import cluster
     from pipeline import profile as profiles
@@ -76,6 +78,7 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     if workers < 1:
         raise EdgegazeError("--workers must be at least 1")
     profile = profiles.load(profile_path)
+    stage_params.parse(params)  # a bad --param fails here, not in every Ray task
     videos, out = list_videos(input_spec), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = output_names(videos)
@@ -87,7 +90,7 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     for v in todo:
         if len(pending) >= workers:
             _collect(ray, pending, rows, log)
-        pending[task.remote(str(v), profile, str(out / names[v]), max_frames)] = str(v)
+        pending[task.remote(str(v), profile, str(out / names[v]), max_frames, params)] = str(v)
     while pending:
         _collect(ray, pending, rows, log)
     seconds = time.perf_counter() - t0

@@ -153,7 +153,7 @@ def _optimize_pipeline(args) -> int:
 def _batch(args) -> int:
     from pipeline.batch import run_batch
 
-    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames)
+    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params)
     print(f"{s['done']} done, {s['skipped']} skipped (finished before), {s['failed']} failed; "
           f"{s['frames']} frames, {s['frames_per_s']:.1f} frames/s; summary in {args.out}/summary.json")
     return 1 if s["failed"] else 0
@@ -181,6 +181,7 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--workers", type=_int_at_least(1), default=2, help="videos processed at once (default 2)")
     p.add_argument("--max-frames", type=_int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
+    add_param_option(p)
     p.set_defaults(func=_batch)
 
 

@@ -132,6 +132,11 @@ def test_bad_options_and_missing_ray_are_one_line_errors(tmp_path, capsys, monke
     (tmp_path / "empty").mkdir()
     prof = _reference_profile(tmp_path / "p.toml")
     assert main(["batch", "--input", str(tmp_path / "empty"), "--profile", str(prof), "--out", str(tmp_path / "o")]) == 2
+    capsys.readouterr()
+    assert main(["batch", "--input", video, "--profile", str(prof), "--out", str(tmp_path / "o"),
+                 "--param", "nope.k=1"]) == 2  # before any Ray task starts
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown stage 'nope'" in err[0]
     monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
     capsys.readouterr()
     assert main(["batch", "--input", video, "--profile", str(prof), "--out", str(tmp_path / "o")]) == 2

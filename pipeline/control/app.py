@@ -82,14 +82,15 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
 
 
 def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", precision="FP32",
-                       device="CPU", method="auto", min_samples=5, out=None, user=None):
-    """Fit and evaluate (leave-one-target-out) a calibration from a recorded session."""
+                       device="CPU", method="auto", min_samples=5, out=None, user=None, params=None):
+    """Fit and evaluate (leave-one-target-out) a calibration from a recorded session; `params` are
+    --param stage parameters, as for the live run."""
     from pipeline.sources import open_source
 
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
     source = open_source(video, max_frames=max(frame_targets) + 1)
-    pipeline = _pipeline(models, precision, device)
+    pipeline = _pipeline(models, precision, device, params=params)
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
     result = cal.fit(points, samples, screen, user or "", method, min_samples)
@@ -234,7 +235,7 @@ def mouse_command(a) -> int:
         if not (a.targets_csv and a.screen):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, a.models, a.precision, a.device,
-                               method=a.calibration_model, out=a.calibration, user=a.user)
+                               method=a.calibration_model, out=a.calibration, user=a.user, params=a.params)
         print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")
