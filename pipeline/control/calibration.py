@@ -27,6 +27,7 @@ import numpy as np
 import platformdirs
 
 from pipeline.control import mapping, regression
+from pipeline.control.clicks import openness
 from pipeline.control.regression import GazeModel
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write

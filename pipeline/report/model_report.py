@@ -21,7 +21,6 @@ from tqdm import tqdm
 from pipeline import __version__, paths, runtime, sources, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.report import energy, flops, in_pipeline, latency, profile
-from pipeline.sources import open_source
 from pipeline.stages import params as stage_params
 
 SCHEMA_ID = "edgegaze-report/1"
