@@ -27,7 +27,7 @@ from pipeline import convert, stages, zoo
 from pipeline.boxes import iou
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
-from pipeline.sources import Frame, open_source  # noqa: F401  (re-exported for apps)
+from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
