@@ -10,7 +10,6 @@ before it is compiled (see ensure_intact): a damaged one is rebuilt from its ver
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -87,16 +86,8 @@ def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) ->
     return final / f"{model_id}.xml"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def ir_hashes(xml: Path) -> dict:
-    return {"xml": _sha256(xml), "bin": _sha256(xml.with_suffix(".bin"))}
+    return {"xml": zoo.sha256(xml), "bin": zoo.sha256(xml.with_suffix(".bin"))}
 
 
 def _stamp(xml: Path) -> dict:

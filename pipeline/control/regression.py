@@ -239,10 +239,11 @@ def group_by_target(x, y) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     points, inverse = np.unique(y, axis=0, return_inverse=True)
     inverse = np.asarray(inverse).ravel()
-    n = len(FEATURES)
-    opened = (lambda r: r[:, n]) if x.shape[1] > n else (lambda r: None)
-    return np.stack([robust_mean(x[inverse == k, :n], openness=opened(x[inverse == k]))
-                     for k in range(len(points))]), points
+    n, means = len(FEATURES), []
+    for k in range(len(points)):
+        rows = x[inverse == k]
+        means.append(robust_mean(rows[:, :n], openness=rows[:, n] if rows.shape[1] > n else None))
+    return np.stack(means), points
 
 
 class AutoGazeModel:

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from pipeline import zoo
+from pipeline import sources, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.runtime import compile_model, ir_file
-from pipeline.sources import open_source
 from pipeline.stages import facemesh, stage_class
 
 FACE_SCALE = 1.25
@@ -40,12 +39,14 @@ class CropSet:
 
 def read_frames(src: str, n: int) -> list[tuple[int, int, np.ndarray]]:
     """(index, count, frame) of about `n` frames spread evenly over a video or image folder/file."""
-    from pipeline.sources import read_frames as read_at
+    count = 1
 
-    source = open_source(src)  # for its length only: the frames come from the one reader
-    count = len(source) or 1
-    source.close()
-    return [(i, count, f) for i, f in read_at(src, range(0, count, max(1, count // n)))]
+    def spread(length: int) -> range:
+        nonlocal count
+        count = length or 1
+        return range(0, count, max(1, count // n))
+
+    return [(i, count, f) for i, f in sources.read_frames(src, spread)]
 
 
 def _square_warp(frame, cx, cy, side, size, mirror=False):

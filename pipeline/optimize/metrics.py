@@ -14,8 +14,8 @@ Budget keys (defaults from issue 5; eye state has none there, 2 % flips is edgeg
   landmark_nme          landmarks: mean point error / inter-ocular distance (as each stage
                         defines it: FaceMesh's outer eye corners, the 5-point model's eye centres)
   head_pose_mae_deg     head pose: mean |angle difference| over yaw, pitch, roll
-  gaze_error_deg        gaze: angle between gaze vectors; MediaPipe Iris: iris-centre shift turned
-                        into eyeball rotation with the stage's eyeball and iris radii
+  gaze_error_deg        gaze: angle between gaze vectors; MediaPipe Iris: the iris centre against
+                        the eye corners turned into eyeball rotation, as the stage reads its gaze
   eye_state_flips       eye state: share of eyes whose open/closed decision changes
 """
 

@@ -17,19 +17,20 @@ EXAMPLE = "--param face-detection-short-range.score_threshold=0.7"
 def parse(items: list[str] | None) -> dict[str, dict]:
     """["ID.KEY=VALUE", ...] -> {ID: {KEY: typed value}}, each checked (stage, key, type)."""
     out: dict[str, dict] = {}
+    known = stages.implementations() if items else {}
     for item in items or []:
         left, eq, value = item.partition("=")
         impl, dot, key = left.strip().partition(".")
-        if not (eq and dot and impl and key.strip()):
+        key = key.strip()
+        if not (eq and dot and impl and key):
             raise EdgegazeError(f"--param {item}: write STAGE.KEY=VALUE, e.g. {EXAMPLE}")
-        known = stages.implementations()
         if impl not in known:
             raise EdgegazeError(f"--param {item}: unknown stage '{impl}'; valid: {', '.join(known)}")
         try:
-            typed = stages.stage_class(impl).settings({key.strip(): value.strip()})[key.strip()]
+            typed = stages.stage_class(impl).settings({key: value.strip()})[key]
         except EdgegazeError as e:
             raise EdgegazeError(f"--param {item}: {e}") from None
-        out.setdefault(impl, {})[key.strip()] = typed
+        out.setdefault(impl, {})[key] = typed
     return out
 
 
