@@ -1,8 +1,10 @@
-"""Head-pose fits compared on the same faces: the mesh fit's variants, OMZ, and their average.
+"""Head-pose fits compared on the same faces: the mesh fit's variants, OMZ, FSA-Net, and averages.
 
 Each MediaPipe mesh (short-range BlazeFace + FaceMesh FP32) is fitted several ways; OMZ
 head-pose-estimation-adas-0001 runs on its own set's detector box and on the BlazeFace box (what
-a fused stage in the MediaPipe set would see). Two checks, each on plain and mirrored frames:
+a fused stage in the MediaPipe set would see); FSA-Net (the 1x1 + var ensemble of
+omasaht/headpose-fsanet-pytorch, the shared ONNX files, not a zoo model) on the mesh's box and, on
+AFLW2000, on the labels' 68-point box, both grown by Hopenet's AFLW2000 test margins. Two checks, each on plain and mirrored frames:
 (a) AFLW2000 dev faces: MAE and signed bias per axis against the labels (datasets.aflw_to_edgegaze),
     also with FaceMesh re-run on the ROI from its own mesh (a still gets the detector's ROI, a
     tracked video frame the previous mesh's);
@@ -27,6 +29,7 @@ from pipeline.stages import build
 from pipeline.stages import mesh_pose as M
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+FSANET = [SHARED / "models" / "onnx" / "fsanet" / f"fsanet-{v}-iter-688590.onnx" for v in ("1x1", "var")]
 VIDEOS = ["udacity_demo_1080p.mp4", "webcam_640x480.mp4", "webcam_1280x720.mp4", "stock_single_face_720p.mp4"]
 AXES = ("yaw", "pitch", "roll")
 
@@ -83,6 +86,33 @@ FITS = {
 RECROPS = 2
 
 
+def fsanet():
+    """FSA-Net ensemble: (image, box [x0, y0, x1, y1]) -> (yaw, pitch, roll) in edgegaze's convention.
+
+    The box is grown as Hopenet's AFLW2000 test crop (k = 0.2: 2k of the width each side, 2k of the
+    height above, 0.6k below), resized to 64x64 BGR, (x - 127.5) / 128; the nets give AFLW-style
+    (yaw, pitch, roll) degrees, mapped like the labels (datasets.aflw_to_edgegaze)."""
+    import openvino as ov
+
+    core = ov.Core()
+    nets = [core.compile_model(str(f), "CPU", {"INFERENCE_NUM_THREADS": 1}) for f in FSANET]
+
+    def run(img, box, k=0.2):
+        x0, y0, x1, y1 = box
+        w, h = x1 - x0, y1 - y0
+        x0, y0, x1, y1 = x0 - 2 * k * w, y0 - 2 * k * h, x1 + 2 * k * w, y1 + 0.6 * k * h
+        x0, y0, x1, y1 = max(0, int(x0)), max(0, int(y0)), min(img.shape[1], int(x1)), min(img.shape[0], int(y1))
+        crop = cv2.resize(img[y0:y1, x0:x1], (64, 64), interpolation=cv2.INTER_AREA)
+        t = (crop.transpose(2, 0, 1)[None].astype(np.float32) - 127.5) / 128
+        yaw, pitch, roll = np.mean([n(t)[0][0] for n in nets], 0)
+        return list(datasets.aflw_to_edgegaze(float(pitch), float(yaw), float(roll)))
+    return run
+
+
+def mesh_box(mesh: np.ndarray) -> np.ndarray:
+    return np.concatenate([mesh[:, :2].min(0), mesh[:, :2].max(0)])
+
+
 def recrop(facemesh, img, landmarks, passes: int) -> list[np.ndarray]:
     """FaceMesh run again on the ROI from its own last mesh (what tracking does from frame to frame
     on a video), `passes` times: the meshes after each pass."""
@@ -98,6 +128,7 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
     mp = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
     omz = common.build("omz", "FP32", headpose.NEEDS, max_faces=10)
     omz_hp = build("head-pose-estimation-adas-0001", "FP32")
+    fsa = fsanet()
 
     def faces(pipe, img):
         pipe.reset()
@@ -115,6 +146,8 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
             dev.append({"image": s.image.name, "flip": flip, "true": [s.yaw, s.pitch, s.roll], "shape": img.shape,
                         "mesh": got[k].landmarks.points, "omz on BlazeFace box": [hp.yaw, hp.pitch, hp.roll],
                         "omz (own set)": [getattr(own[j].head_pose, a) for a in AXES],
+                        "fsanet on the mesh box": fsa(img, mesh_box(got[k].landmarks.points)),
+                        "fsanet on the labels' box": fsa(img, s.box),
                         "recropped": recrop(mp.landmarks, img, got[k].landmarks, RECROPS)})
     video = []
     for name in VIDEOS:
@@ -126,7 +159,8 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
                     f = max(got, key=lambda f: f.face.score)
                     hp = omz_hp(img, FaceResult(f.face))
                     video.append({"video": name, "frame": i, "flip": flip, "shape": img.shape,
-                                  "mesh": f.landmarks.points, "omz on BlazeFace box": [hp.yaw, hp.pitch, hp.roll]})
+                                  "mesh": f.landmarks.points, "omz on BlazeFace box": [hp.yaw, hp.pitch, hp.roll],
+                                  "fsanet on the mesh box": fsa(img, mesh_box(f.landmarks.points))})
             i += 1
     return dev, video
 
@@ -149,12 +183,16 @@ def dev_rows(dev: list[dict]) -> list[dict]:
     mirrored = {d["image"]: d for d in dev if d["flip"]}
     pairs = [(d, mirrored[d["image"]]) for d in plain if d["image"] in mirrored]
     est = {k: (lambda f: lambda d: f(d["mesh"], d["shape"]))(f) for k, f in FITS.items()}
-    est.update({k: (lambda k: lambda d: d[k])(k) for k in ("omz (own set)", "omz on BlazeFace box")})
+    est.update({k: (lambda k: lambda d: d[k])(k) for k in ("omz (own set)", "omz on BlazeFace box",
+                                                          "fsanet on the mesh box", "fsanet on the labels' box")})
     stage = est[next(iter(FITS))]
     for n in range(1, RECROPS + 1):
         est[f"the stage on FaceMesh re-cropped {n}x from its own mesh (the tracked ROI)"] = (
             lambda n: lambda d: FITS[next(iter(FITS))](d["recropped"][n - 1], d["shape"]))(n)
     est["average of the stage and omz (own set)"] = lambda d: (np.add(stage(d), d["omz (own set)"])) / 2
+    est["average of the stage and fsanet (mesh box)"] = lambda d: np.add(stage(d), d["fsanet on the mesh box"]) / 2
+    est["the stage, yaw averaged with fsanet (mesh box)"] = (
+        lambda d: [(stage(d)[0] + d["fsanet on the mesh box"][0]) / 2, *stage(d)[1:]])
     rows, true = [], np.array([a["true"] for a, _ in pairs])
     for name, f in est.items():
         a, b = np.array([f(p) for p, _ in pairs]), np.array([f(q) for _, q in pairs])
@@ -180,6 +218,11 @@ def video_rows(video: list[dict]) -> list[dict]:
         omz_m = np.array([q["omz on BlazeFace box"] for _, q in pairs])
         rows.append({"video": name, "estimate": "omz on BlazeFace box", "frames": len(pairs),
                      "mirror y/p/r": "/".join(f"{v:.1f}" for v in mirror_error(omz, omz_m))})
+        fsa = [np.array([p["fsanet on the mesh box"] for p in side]) for side in zip(*pairs)]
+        rows.append({"video": name, "estimate": "fsanet on the mesh box", "frames": len(pairs),
+                     "mirror y/p/r": "/".join(f"{v:.1f}" for v in mirror_error(*fsa)),
+                     "minus omz, mean y/p/r": "/".join(f"{v:+.1f}" for v in (fsa[0] - omz).mean(0)),
+                     "corr with omz y/p/r": "/".join(f"{np.corrcoef(fsa[0][:, i], omz[:, i])[0, 1]:.2f}" for i in range(3))})
         for fit in ("mesh: perspective, rigid 48, 60 deg (the stage)", "mesh: orthographic 3-D (Umeyama, FaceMesh z)"):
             a = np.array([FITS[fit](p["mesh"], p["shape"]) for p, _ in pairs])
             b = np.array([FITS[fit](q["mesh"], q["shape"]) for _, q in pairs])
