@@ -3,6 +3,9 @@ it must, and is it ever worse than a plain affine map?
 
     python scripts/simulate_calibration.py [--sets mediapipe,omz] [--users 40] [--out results/calibration]
 
+A set may name another gaze stage after a '+': `mediapipe+gaze-estimation-adas-0002` is the
+mediapipe set with OMZ's gaze network fed by the mesh's eye corners and head pose.
+
 No labeled gaze-on-screen data can be shared here, so the truth is simulated and the noise is real:
 1. Real traces: the pipeline runs over the shared webcam and demo videos; per frame the features
    calibration uses (gaze yaw/pitch, head yaw/pitch). Its noise is the trace minus its 9-frame
@@ -58,7 +61,8 @@ def traces(models: str, cache: Path) -> np.ndarray:
     from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
-    pipe = Pipeline.from_set(models, "FP32")
+    set_name, _, gaze = models.partition("+")  # e.g. mediapipe+gaze-estimation-adas-0002: another gaze stage
+    pipe = Pipeline.from_set(set_name, "FP32", gaze=gaze or None)
     rows = []
     for name in VIDEOS:
         pipe.reset()
