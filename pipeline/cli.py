@@ -105,8 +105,7 @@ def _run(args) -> int:
     check_outputs(args.json, args.output, args.show)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
     pipeline = Pipeline.from_set(
-        args.models, args.precision.upper(), args.device, face=args.face, landmarks=args.landmarks,
-        head_pose=args.head_pose, gaze=args.gaze, eye_state=args.eye_state, hint=args.hint,
+        args.models, args.precision.upper(), args.device, **stage_overrides(args), hint=args.hint,
         threads=args.threads, max_faces=args.max_faces, tracking=not args.no_tracking,
         async_mode=args.async_mode, redetect_every=args.redetect_every, params=args.params)
     s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
@@ -277,6 +276,22 @@ def calibration_methods() -> tuple[str, ...]:
     return METHODS
 
 
+STAGE_FLAGS = ("face", "landmarks", "head-pose", "gaze", "eye-state")
+
+
+def add_stage_options(p: argparse.ArgumentParser) -> None:
+    """--face/--landmarks/--head-pose/--gaze/--eye-state: swap one stage's implementation."""
+    for kind in STAGE_FLAGS:
+        p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
+                       "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
+
+
+def stage_overrides(args) -> dict:
+    """{kind: id} of the stage options given (Pipeline.from_set keywords)."""
+    kinds = (k.replace("-", "_") for k in STAGE_FLAGS)
+    return {k: getattr(args, k) for k in kinds if getattr(args, k, None)}
+
+
 def add_param_option(p: argparse.ArgumentParser) -> None:
     """--param STAGE.KEY=VALUE (repeatable), checked when the pipeline is built (pipeline.stages.params)."""
     p.add_argument("--param", dest="params", action="append", metavar="STAGE.KEY=VALUE",
@@ -326,9 +341,7 @@ def _add_run(sub) -> None:
                       "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
     p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
                    "lists (CPU, GPU, NPU), or AUTO")
-    for kind in ("face", "landmarks", "head-pose", "gaze", "eye-state"):
-        p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
-                            "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
+    add_stage_options(p)
     p.add_argument("--max-faces", type=_int_at_least(1), default=1, help="most faces followed per frame")
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")

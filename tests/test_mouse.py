@@ -326,3 +326,24 @@ def test_calibration_says_which_targets_failed(tmp_path, udacity):
     points, samples = cal.samples_from_session(udacity, frame_targets)
     with pytest.raises(EdgegazeError, match=r"#\d+ at \(1200, 760\) with 0"):
         cal.fit(points, samples, cal.ScreenGeometry.load(screen))
+
+
+def test_mouse_swaps_a_stage_like_run(zoo_ready):
+    """--gaze ID swaps the mouse's gaze stage as it does for `run`: OMZ's gaze network fed by the mesh."""
+    import argparse
+
+    from pipeline.control import app
+    from pipeline.control.options import add_mouse_arguments, options_from_args
+    from pipeline.sources import open_source
+
+    p = argparse.ArgumentParser()
+    add_mouse_arguments(p)
+    o = options_from_args(p.parse_args(["--gaze", "gaze-estimation-adas-0002@FP16", "--dry-run"]))
+    assert o.stages == {"gaze": "gaze-estimation-adas-0002@FP16"}
+    swapped = app._pipeline(o.models, o.precision, o.device, params=o.params, stages=o.stages)
+    iris = app._pipeline("mediapipe", "FP32", "CPU")
+    assert type(swapped.back["gaze"]).__name__ == "OMZGaze" and type(iris.back["gaze"]).__name__ == "IrisGaze"
+    frame = next(iter(open_source(str(shared_path(UDACITY)), max_frames=1)))
+    a, b = app._face(next(swapped.run([frame]))), app._face(next(iris.run([frame])))
+    assert a.gaze is not None and b.gaze is not None and a.landmarks is not None
+    assert 0.1 < np.degrees(np.arccos(np.clip(np.dot(a.gaze.vector, b.gaze.vector), -1, 1))) < 30  # two estimates, same face

@@ -21,6 +21,7 @@ from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
 from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
 from pipeline.control.mouse import FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend
+from pipeline.cli import stage_overrides
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
 
@@ -59,14 +60,15 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None):
+def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None,
+              stages: dict | None = None):
     from pipeline.runner import Pipeline
 
-    if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision
+    if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision/--gaze ...
         from pipeline import profile as profiles
 
         return profiles.build_pipeline(profiles.load(profile), device, max_faces=1, params=params)
-    return Pipeline.from_set(models, precision.upper(), device, max_faces=1, params=params)
+    return Pipeline.from_set(models, precision.upper(), device, max_faces=1, params=params, **(stages or {}))
 
 
 def _geometry(o, backend) -> cal.ScreenGeometry:
@@ -82,15 +84,15 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
 
 
 def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", precision="FP32",
-                       device="CPU", method="auto", min_samples=5, out=None, user=None, params=None):
+                       device="CPU", method="auto", min_samples=5, out=None, user=None, params=None, stages=None):
     """Fit and evaluate (leave-one-target-out) a calibration from a recorded session; `params` are
-    --param stage parameters, as for the live run."""
+    --param stage parameters and `stages` the --gaze ID (...) swaps, as for the live run."""
     from pipeline.sources import open_source
 
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
     source = open_source(video, max_frames=max(frame_targets) + 1)
-    pipeline = _pipeline(models, precision, device, params=params)
+    pipeline = _pipeline(models, precision, device, params=params, stages=stages)
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
     result = cal.fit(points, samples, screen, user or "", method, min_samples)
@@ -159,7 +161,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
-    pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params)
+    pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params, o.stages)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
@@ -235,7 +237,8 @@ def mouse_command(a) -> int:
         if not (a.targets_csv and a.screen):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, a.models, a.precision, a.device,
-                               method=a.calibration_model, out=a.calibration, user=a.user, params=a.params)
+                               method=a.calibration_model, out=a.calibration, user=a.user, params=a.params,
+                               stages=stage_overrides(a))
         print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")

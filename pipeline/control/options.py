@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.cli import add_param_option
+from pipeline.cli import add_param_option, add_stage_options, stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
@@ -47,6 +47,7 @@ class MouseOptions:
     max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
     profile: str | None = None  # deployment profile TOML (edgegaze optimize pipeline); replaces models/precision
     params: list[str] | None = None  # stage parameters, STAGE.KEY=VALUE (--param)
+    stages: dict[str, str] | None = None  # stage kind -> zoo id that replaces the set's (--gaze ID, ...)
     calibration_attempts: int = 3
 
 
@@ -65,6 +66,7 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
     p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
     p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
+    add_stage_options(p)
     add_param_option(p)
     p.add_argument("--max-frames", type=int, help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
@@ -133,4 +135,4 @@ def options_from_args(a) -> MouseOptions:
         min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
         calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
         screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
-        max_calibration_error_deg=a.max_calibration_error, profile=a.profile)
+        max_calibration_error_deg=a.max_calibration_error, profile=a.profile, stages=stage_overrides(a))
