@@ -206,7 +206,7 @@ def _optimize_quantize(args) -> int:
 
     reports = quantize.quantize(args.set, args.model, args.calib, subset=args.subset, preset=args.preset,
                                 max_drop=args.max_drop, ignore=args.ignore, full_sensitivity=args.sensitivity,
-                                force=args.force, out=args.out)
+                                force=args.force, out=args.out, check=args.check)
     print(quantize.summary_markdown(reports), end="")
     return 0 if all(not r.get("violations") for r in reports) else 1
 
@@ -385,6 +385,8 @@ def _add_quantize(optimize) -> None:
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
+    p.add_argument("--check", help="another recording the final INT8 model must also stay in budget on "
+                   "(default: the last eighth of --calib, which no choice sees)")
     p.add_argument("--subset", type=_int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",

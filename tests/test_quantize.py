@@ -28,6 +28,9 @@ MODELS = [
     "gaze-estimation-adas-0002",
     "open-closed-eye-0001",
 ]
+# OMZ gaze INT8 meets its 0.5 deg budget only on the val items its FP32 layers were chosen on
+# (0.99 of the budget) and misses it on the check items (~0.74 deg): test_final_check_... below.
+DOES_NOT_GENERALISE = "gaze-estimation-adas-0002"
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def home(zoo_ready, tmp_path_factory):
 def cal(home):
     from pipeline.optimize.calib import Calibration
 
-    return Calibration(shared_path(WEBCAM), subset=16, log=lambda *_: None)
+    return Calibration(shared_path(WEBCAM), log=lambda *_: None)  # the CLI's default sizes
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,7 @@ def reports(home, cal, tmp_path_factory):
     return {m: quantize.quantize_model(zoo.get(m), cal, options, log=lambda *_: None) for m in MODELS}
 
 
-@pytest.mark.parametrize("model_id", MODELS)
+@pytest.mark.parametrize("model_id", [m for m in MODELS if m != DOES_NOT_GENERALISE])
 def test_int8_is_quantized_runs_and_stays_in_budget(model_id, reports, cal):
     import openvino as ov
 
@@ -107,6 +110,26 @@ def test_int8_is_quantized_runs_and_stays_in_budget(model_id, reports, cal):
         assert op.get_type_name() not in WEIGHTED or not _compressed_weight(op.input_value(1))
 
 
+def test_final_check_rejects_a_choice_that_does_not_generalise(reports, cal):
+    """The FP32 layers are chosen on the val items; the model is then scored once on check items
+    (later frames) that no choice saw, and refused when it misses the budget there."""
+    from pipeline import paths
+    from pipeline.optimize import quantize
+
+    assert cal.val_frames and cal.check_frames and not any(
+        v is c for v in cal.val_frames for c in cal.check_frames)
+    for r in reports.values():  # every INT8 written passed the check, on items of its own
+        assert r["calibration"]["check_items"] > 0
+        if r["status"] != "kept FP32 (outside budget)":
+            assert r["attempts"][-1]["items"] == quantize.CHECK_ITEMS and not r["attempts"][-1]["violations"]
+    r = reports[DOES_NOT_GENERALISE]
+    chosen, check = r["attempts"][-2], r["attempts"][-1]
+    assert chosen["violations"] == [] and chosen["fp32_layers"], "expected a mixed model inside the budget on val"
+    assert check["items"] == quantize.CHECK_ITEMS and check["violations"] and check["fp32_layers"] == chosen["fp32_layers"]
+    assert r["status"] == "kept FP32 (outside budget)" and "check items" in r["reason"] and "--check" in r["reason"]
+    assert not paths.ir_path(DOES_NOT_GENERALISE, "INT8").exists()
+
+
 def test_budget_rejects_strict_budget_and_keeps_fp32(home, cal, reports, tmp_path):
     """No INT8 model can match FP32 to within 1e-6 degrees: nothing is written, the reason names the layers tried."""
     from pipeline import paths, zoo
@@ -136,7 +159,8 @@ def test_budget_catches_detector_broken_by_bad_calibration(home, cal):
     fp32 = quantize._eval_core().read_model(str(runtime.ir_file(spec.id)))
     black = [np.zeros_like(items.calib[0]) for _ in range(4)]
     bad = quantize._quantize(fp32, type(items)(black, items.val), "performance")
-    scorer = quantize.Scorer(spec, fp32, items, metrics.DEFAULT_BUDGET)
+    held_out = type(items)(items.calib, items.val + items.check, items.val_noface + items.check_noface)
+    scorer = quantize.Scorer(spec, fp32, held_out, metrics.DEFAULT_BUDGET)
     m = scorer(bad)
     assert scorer.violations(m), f"a detector calibrated on black frames passed the budget: {m}"
     assert m["recall_drop"] > 0.01 or m["new_false_positives"] > 0

@@ -1,9 +1,13 @@
 """Calibration and held-out items for quantization, produced by the real pipeline.
 
 Frames come from a video (a webcam recording is one) or an image folder. Calibration frames are
-sampled evenly from the first 75 % of the source and validation frames from the last 25 %:
+sampled evenly from the first 75 % of the source and held-out frames from the last 25 %:
 neighbouring video frames are near copies, so an interleaved split would validate on what was
-calibrated.
+calibrated. The held-out frames are split again, in time: the first half ("val") is what the
+quantizer may choose on (which layers go back to FP32, NNCF's accuracy control), the second half
+("check") is only ever scored once, on the final model, so a choice fitted to the val items cannot
+pass by its own luck. A separate check source (`check_src`, another recording) replaces the second
+half and leaves the whole held-out part to val.
 
 An item is exactly what the model is fed in the pipeline: a detector gets its stage's preprocess
 of a whole frame; a per-face model gets its stage's preprocess of the FaceResult that the upstream
@@ -35,9 +39,15 @@ UPSTREAM = ("landmarks", "head_pose")  # per-face stages that run before gaze / 
 @dataclass
 class Items:
     calib: list  # model inputs: an array, or a tuple in the model's input order
-    val: list
+    val: list  # held-out items choices may be made on
     val_noface: list = field(default_factory=list)  # detectors: held-out no-face frames
     notes: list[str] = field(default_factory=list)
+    check: list = field(default_factory=list)  # held-out items only the final model is scored on
+    check_noface: list = field(default_factory=list)
+
+    def checking(self) -> "Items":
+        """The check items in the val slots, for a Scorer of the final model."""
+        return Items(self.calib, self.check, self.check_noface, self.notes)
 
 
 def read_frames(src: str | Path, n_calib: int, n_val: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -88,11 +98,18 @@ def model_items(compiled, inputs) -> list:
 class Calibration:
     """Frames of one source, and per model the items the pipeline feeds it (built on demand)."""
 
-    def __init__(self, src: str | Path, subset: int = 100, n_val: int | None = None, seed: int = 0, log=print):
+    def __init__(self, src: str | Path, subset: int = 100, n_val: int | None = None, seed: int = 0, log=print,
+                 check_src: str | Path | None = None):
         self.src = Path(src)
+        self.check_src = Path(check_src) if check_src else None
         self.subset = int(subset)
         self.n_val = int(n_val or max(MIN_FRAMES, round(subset * VAL_FRACTION / (1 - VAL_FRACTION))))
-        self.calib_frames, self.val_frames = read_frames(src, self.subset, self.n_val)
+        self.calib_frames, held_out = read_frames(src, self.subset, self.n_val)
+        if self.check_src is not None:
+            self.val_frames, self.check_frames = held_out, _all_frames(self.check_src, self.n_val)
+        else:  # in time order: the check half comes after everything the val half saw
+            half = (len(held_out) + 1) // 2
+            self.val_frames, self.check_frames = held_out[:half], held_out[half:]
         self.rng = np.random.default_rng(seed)
         self.log = log
         self._faces: dict[str, tuple] = {}
@@ -101,7 +118,8 @@ class Calibration:
     def _detector_items(self, spec: zoo.ModelSpec) -> Items:
         det = stages.build(spec.id)
         out = Items([], [])
-        for frames, dest, is_val in ((self.calib_frames, out.calib, False), (self.val_frames, out.val, True)):
+        for frames, dest, held in ((self.calib_frames, out.calib, None), (self.val_frames, out.val, "val"),
+                                   (self.check_frames, out.check, "check")):
             with_face, noface = 0, []
             for frame in frames:
                 inputs, _ = det.preprocess(frame)
@@ -111,17 +129,21 @@ class Calibration:
                 for crop in _background_crops(frame, faces):
                     if not det(crop):
                         noface.extend(model_items(det.compiled, det.preprocess(crop)[0]))
-            if not is_val and with_face < min(MIN_FACE_FRAMES, len(frames)):
+            if held is None and with_face < min(MIN_FACE_FRAMES, len(frames)):
                 raise EdgegazeError(
                     f"{self.src}: {spec.id} (FP32) finds a face in only {with_face} of {len(frames)} calibration "
                     f"frames; calibration needs frames with faces (at least {MIN_FACE_FRAMES}): use a video with a person in view")
-            if is_val:
-                out.val_noface = noface
+            if held:
+                setattr(out, f"{held}_noface", noface)
             else:  # about one no-face frame per three face frames: enough to anchor the background
                 keep = self.rng.permutation(len(noface))[: max(1, len(dest) // 3)]
                 dest += [noface[i] for i in sorted(keep)]
-        out.notes.append(f"{len(out.calib)} calibration frames (incl. no-face), {len(out.val)} held-out face frames, "
-                     f"{len(out.val_noface)} held-out no-face frames")
+        if not out.check:
+            raise EdgegazeError(f"{self.check_src or f'the last eighth of {self.src}'}: {spec.id} (FP32) finds no face "
+                                f"in the check frames, so it cannot be checked; pass --check with a recording of a face "
+                                f"in view, or a longer --calib video")
+        out.notes.append(f"{len(out.calib)} calibration frames (incl. no-face), {len(out.val)} + {len(out.check)} held-out "
+                         f"(val + check) face frames, {len(out.val_noface)} + {len(out.check_noface)} no-face frames")
         return out
 
     # --- per-face models ---------------------------------------------------------------------
@@ -133,7 +155,7 @@ class Calibration:
         det = stages.build(chosen["face"])
         upstream = [(kind, stages.build(chosen[kind])) for kind in UPSTREAM if chosen.get(kind)]
         out = []
-        for frames in (self.calib_frames, self.val_frames):
+        for frames in (self.calib_frames, self.val_frames, self.check_frames):
             per_frame = []
             for frame in frames:
                 results = [FaceResult(face=f) for f in det(frame)]
@@ -151,7 +173,7 @@ class Calibration:
         return tuple(out)
 
     def _face_items(self, spec: zoo.ModelSpec) -> Items:
-        calib_res, val_res = self._face_results(spec.set)
+        calib_res, val_res, check_res = self._face_results(spec.set)
         stage = stages.build(spec.id)
 
         def items(frame, result):
@@ -159,17 +181,22 @@ class Calibration:
 
         out = Items([], [])
         for frames, per_frame, dest, jitter in ((self.calib_frames, calib_res, out.calib, True),
-                                                (self.val_frames, val_res, out.val, False)):
+                                                (self.val_frames, val_res, out.val, False),
+                                                (self.check_frames, check_res, out.check, False)):
             for frame, results in zip(frames, per_frame):
                 for r in results:
                     dest += items(frame, r)
                     if jitter and spec.stage in ("landmarks", "head_pose"):
                         dest += items(frame, self._jittered(r, frame.shape))
         out.notes.append(f"{len(out.calib)} calibration items (face boxes + one jittered copy each for crops of the box), "
-                     f"{len(out.val)} held-out items")
+                         f"{len(out.val)} + {len(out.check)} held-out (val + check) items")
         if not out.calib or not out.val:
             raise EdgegazeError(f"{self.src}: no {spec.stage} inputs could be built for {spec.id} "
                                 f"(faces found but no usable crops); use a video with a face in clear view")
+        if not out.check:
+            where = self.check_src or f"the last eighth of {self.src}"
+            raise EdgegazeError(f"{where}: no face found in the check frames, so {spec.id} cannot be checked; "
+                                f"pass --check with a recording of a face in view, or a longer --calib video")
         return out
 
     def _jittered(self, r: FaceResult, shape) -> FaceResult:
@@ -185,6 +212,16 @@ class Calibration:
 
     def items(self, spec: zoo.ModelSpec) -> Items:
         return self._detector_items(spec) if spec.stage == "face" else self._face_items(spec)
+
+
+def _all_frames(src: Path, n: int) -> list[np.ndarray]:
+    """n frames sampled evenly over the whole of a check source."""
+    if not src.exists():
+        raise EdgegazeError(f"check source {src} does not exist; pass another video, webcam recording or image folder")
+    frames = sources.read_frames(src, lambda total: [int(i) for i in np.unique(np.linspace(0, total - 1, min(n, total)).round())])
+    if not frames:
+        raise EdgegazeError(f"could not decode any frame of the check source {src}")
+    return [f for _, f in frames]
 
 
 def _background_crops(frame: np.ndarray, faces: list[Face]) -> list[np.ndarray]:
