@@ -252,7 +252,9 @@ def quantize_model(spec: zoo.ModelSpec, cal: Calibration, options: QuantizeOptio
     if not job.attempts[-1]["violations"]:
         last = job.attempt(q, job.kept_fp32, CHECK_ITEMS, job.checker)
         log(f"{spec.id}: final check on {len(job.checker.val)} items no choice saw: budget used "
-            f"{last['metrics']['budget_used']:.2f}" + (f" — {'; '.join(last['violations'])}" if last["violations"] else ""))
+            f"{last['metrics']['budget_used']:.2f}" + (f" — {'; '.join(last['violations'])}" if last["violations"] else "")
+            + ("" if cal.check_src else " (later frames of the same video; --check another recording checks "
+                                        "across people and light)"))
     if options.full_sensitivity:
         job.rows = sensitivity.analyze(plain_q, job.fp32, _subsample(job), log=log)
     report = _report(job, cal, all_layers, calib_s)
