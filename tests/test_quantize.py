@@ -223,3 +223,19 @@ def test_missing_int8_names_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path))
     with pytest.raises(EdgegazeError, match="edgegaze optimize quantize --model gaze-estimation-adas-0002"):
         runtime.ir_file("gaze-estimation-adas-0002", "INT8")
+
+
+def test_check_source_is_another_recording(home, tmp_path):
+    """--check OTHER: the final check runs on that recording's frames; the calibration keeps the
+    whole held-out quarter of its own video for the choices."""
+    from pipeline import zoo
+    from pipeline.optimize import quantize
+    from pipeline.optimize.calib import Calibration
+
+    other = shared_path("video/webcam_1280x720.mp4")
+    cal = Calibration(shared_path(WEBCAM), subset=16, check_src=other, log=lambda *_: None)
+    assert {f.shape[:2] for f in cal.check_frames} == {(720, 1280)} and {f.shape[:2] for f in cal.val_frames} == {(480, 640)}
+    options = quantize.QuantizeOptions(latency=False, out=tmp_path, force=True)
+    r = quantize.quantize_model(zoo.get("landmarks-regression-retail-0009"), cal, options, log=lambda *_: None)
+    assert r["calibration"]["check_source"] == str(other) and r["calibration"]["check_items"] > 0
+    assert r["attempts"][-1]["items"] == quantize.CHECK_ITEMS
