@@ -198,6 +198,23 @@ def test_headpose_mirror_negates_yaw_and_roll(omz_headpose):
     assert row["mae"] < 20  # published OMZ model: ~5 deg on BIWI; AFLW2000 is harder
 
 
+def test_omz_headpose_reads_the_box_intels_demo_gives_it(omz_headpose):
+    """head-pose-estimation-adas-0001 on the face box as OMZ's gaze_estimation_demo adjusts it
+    (grown, squared) reads the AFLW2000 dev faces closer than on the bare detector box."""
+    from pipeline.stages.omz_head_pose import demo_box
+
+    assert demo_box(np.array([100, 100, 200, 240])) == pytest.approx([71.7, 96.08, 229.9, 254.28], abs=0.01)
+    ds = datasets.load_aflw2000(shared_path("labeled/aflw2000_dev"))
+    stage = omz_headpose.back["head_pose"]
+    demo = headpose.summarise(headpose.run_pipeline(omz_headpose, ds))["mae"]
+    stage.demo_box = False
+    try:
+        bare = headpose.summarise(headpose.run_pipeline(omz_headpose, ds))["mae"]
+    finally:
+        stage.demo_box = True
+    assert demo < bare - 1.0 and demo < 9.0, (demo, bare)
+
+
 def test_mesh_headpose_on_aflw2000_dev_per_axis(zoo_ready, tmp_path):
     """The MediaPipe set's perspective mesh fit on the 8 dev faces: every axis within a sane bound,
     no constant pitch offset (the canonical face's tilt), and the mirror flips yaw and roll."""
