@@ -384,9 +384,10 @@ def _add_quantize(optimize) -> None:
     """`optimize quantize`: NNCF INT8 inside an accuracy budget."""
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
-    p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
-    p.add_argument("--check", help="another recording the final INT8 model must also stay in budget on "
-                   "(default: the last eighth of --calib, which no choice sees)")
+    p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder; "
+                   "comma-separate several (other people, light) so the INT8 model holds beyond one recording")
+    p.add_argument("--check", help="other recording(s), comma-separated, the final INT8 model must also stay in budget on "
+                   "(default: the last eighth of each --calib source, which no choice sees)")
     p.add_argument("--subset", type=_int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",

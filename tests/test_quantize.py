@@ -239,3 +239,14 @@ def test_check_source_is_another_recording(home, tmp_path):
     r = quantize.quantize_model(zoo.get("landmarks-regression-retail-0009"), cal, options, log=lambda *_: None)
     assert r["calibration"]["check_source"] == str(other) and r["calibration"]["check_items"] > 0
     assert r["attempts"][-1]["items"] == quantize.CHECK_ITEMS
+
+
+def test_several_calibration_sources_share_the_frames():
+    """--calib A,B: every source gives calibration, val and check frames (its own 75/12.5/12.5 % split)."""
+    from pipeline.optimize.calib import Calibration
+
+    other = "video/udacity_demo_1080p.mp4"
+    cal = Calibration(f"{shared_path(WEBCAM)},{shared_path(other)}", subset=16, log=lambda *_: None)
+    for frames in (cal.calib_frames, cal.val_frames, cal.check_frames):
+        assert {f.shape[:2] for f in frames} == {(480, 640), (1080, 1920)}
+    assert len(cal.calib_frames) == 16 and len(cal.sources) == 2

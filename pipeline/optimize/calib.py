@@ -1,6 +1,7 @@
 """Calibration and held-out items for quantization, produced by the real pipeline.
 
-Frames come from a video (a webcam recording is one) or an image folder. Calibration frames are
+Frames come from videos (a webcam recording is one) or image folders, each split the same way: several
+sources (other people, other light) make an INT8 model that holds beyond one recording. Calibration frames are
 sampled evenly from the first 75 % of the source and held-out frames from the last 25 %:
 neighbouring video frames are near copies, so an interleaved split would validate on what was
 calibrated. The held-out frames are split again, in time: the first half ("val") is what the
@@ -98,18 +99,24 @@ def model_items(compiled, inputs) -> list:
 class Calibration:
     """Frames of one source, and per model the items the pipeline feeds it (built on demand)."""
 
-    def __init__(self, src: str | Path, subset: int = 100, n_val: int | None = None, seed: int = 0, log=print,
-                 check_src: str | Path | None = None):
-        self.src = Path(src)
-        self.check_src = Path(check_src) if check_src else None
+    def __init__(self, src: str | Path | list, subset: int = 100, n_val: int | None = None, seed: int = 0, log=print,
+                 check_src: str | Path | list | None = None):
+        self.sources, self.check_sources = _paths(src), _paths(check_src or [])
+        self.src = Path(", ".join(map(str, self.sources)))  # for messages
+        self.check_src = Path(", ".join(map(str, self.check_sources))) if self.check_sources else None
         self.subset = int(subset)
         self.n_val = int(n_val or max(MIN_FRAMES, round(subset * VAL_FRACTION / (1 - VAL_FRACTION))))
-        self.calib_frames, held_out = read_frames(src, self.subset, self.n_val)
-        if self.check_src is not None:
-            self.val_frames, self.check_frames = held_out, _all_frames(self.check_src, self.n_val)
-        else:  # in time order: the check half comes after everything the val half saw
-            half = (len(held_out) + 1) // 2
-            self.val_frames, self.check_frames = held_out[:half], held_out[half:]
+        self.calib_frames, self.val_frames, self.check_frames = [], [], []
+        k = len(self.sources)  # several sources (other people, light) share the frame counts
+        for source in self.sources:
+            calib, held_out = read_frames(source, max(1, -(-self.subset // k)), max(2, -(-self.n_val // k)))
+            half = len(held_out) if self.check_sources else (len(held_out) + 1) // 2
+            # in time order: the check half comes after everything the val half saw
+            self.calib_frames += calib
+            self.val_frames += held_out[:half]
+            self.check_frames += held_out[half:]
+        for source in self.check_sources:
+            self.check_frames += _all_frames(source, max(2, -(-self.n_val // len(self.check_sources))))
         self.rng = np.random.default_rng(seed)
         self.log = log
         self._faces: dict[str, tuple] = {}
@@ -212,6 +219,12 @@ class Calibration:
 
     def items(self, spec: zoo.ModelSpec) -> Items:
         return self._detector_items(spec) if spec.stage == "face" else self._face_items(spec)
+
+
+def _paths(src) -> list[Path]:
+    """Sources from a path, a comma-separated string or a list of either."""
+    items = src if isinstance(src, (list, tuple)) else [src]
+    return [Path(p.strip()).expanduser() for item in items for p in str(item).split(",") if p.strip()]
 
 
 def _all_frames(src: Path, n: int) -> list[np.ndarray]:
