@@ -43,6 +43,10 @@ def test_bad_arguments_are_one_line_errors(zoo_ready):
         prune.prune("face-landmark", options(method="filters", ratio=0.5, calib="x"))
     with pytest.raises(EdgegazeError, match="--focus must be >= 0"):
         prune.prune("iris-landmark", options(method="structured", ratio=0.2, calib="x", focus=-1))
+    with pytest.raises(EdgegazeError, match="would replace the FP32 IR"):  # it used to overwrite it
+        options(method="structured", ratio=0.2, calib="x", tag="fp32")
+    with pytest.raises(EdgegazeError, match="letters, digits"):  # it used to write ir/<id>/../X
+        options(method="structured", ratio=0.2, calib="x", tag="../x")
 
 
 @pytest.fixture(scope="module")
