@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from pipeline.draw import annotate
 from pipeline.errors import EdgegazeError
+from pipeline.paths import check_writable_file
 from pipeline.results import FaceResult
 from pipeline.runner import FrameResult, Pipeline
 from pipeline.sources import Source, prefetch
@@ -69,17 +70,11 @@ def frame_record(fr: FrameResult) -> dict:
 VIDEO_CODECS = {".mp4": "mp4v", ".avi": "MJPG"}
 
 
-def _check_writable(path: str | None) -> None:
-    if path and not os.access(Path(path).expanduser().resolve().parent, os.W_OK):
-        raise EdgegazeError(f"cannot write {path}: its folder does not exist or is not writable")
-
-
 def check_outputs(json_path: str | None, video_path: str | None, show: bool = False) -> None:
     """Every output can be written, before any model is loaded."""
     for path in (json_path, video_path):
-        _check_writable(path)
-        if path and Path(path).is_dir():
-            raise EdgegazeError(f"{path} is a folder; give a file name")
+        if path:
+            check_writable_file(path)
     if video_path and Path(video_path).suffix.lower() not in VIDEO_CODECS:
         raise EdgegazeError(f"--output {video_path}: the video writer makes {', '.join(VIDEO_CODECS)} files; "
                             f"name it e.g. {Path(video_path).with_suffix('.mp4').name}")

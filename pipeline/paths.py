@@ -15,6 +15,8 @@ from typing import Callable
 
 import platformdirs
 
+from pipeline.errors import EdgegazeError
+
 CHECKOUT_MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
@@ -36,6 +38,25 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def check_writable_file(path: str | Path, make_folders: bool = False) -> None:
+    """Fail before any work when a new file cannot be written at `path`: a file is created in its
+    folder and removed (permission bits alone do not tell, e.g. for root or under /proc). With
+    make_folders, missing folders will be made, so their nearest existing one is probed."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise EdgegazeError(f"{path} is a folder; give a file name")
+    folder = path.parent
+    while make_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write {path}: {folder} is not a writable folder ({e.strerror}); "
+                            "choose another path") from None
 
 
 def manifest_path() -> Path:

@@ -23,6 +23,7 @@ from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
 from pipeline.control.mouse import FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
+from pipeline.paths import check_writable_file
 
 
 @dataclass
@@ -157,6 +158,8 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
 
     if o.mode not in ("gaze", "head", "relative"):
         raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
+    if o.record:  # before the run, not when the trajectory is saved at its end
+        check_writable_file(o.record, make_folders=True)
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
     pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params)
