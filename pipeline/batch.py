@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from pipeline.errors import EdgegazeError
-from pipeline.paths import atomic_write
+from pipeline.paths import atomic_write, check_out_dir
 from pipeline.stages import params as stage_params
 
 VIDEO_EXTS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
@@ -79,8 +79,10 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
         raise EdgegazeError("--workers must be at least 1")
     profile = profiles.load(profile_path)
     stage_params.parse(params)  # a bad --param fails here, not in every Ray task
-    videos, out = list_videos(input_spec), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    videos = list_videos(input_spec)
+    # a stage id or precision the profile names but this machine lacks, too: built once here
+    profiles.build_pipeline(profile, params=params)
+    out = check_out_dir(out)
     names = output_names(videos)
     rows = {str(v): {"video": str(v), "output": names[v], "status": "skipped"} for v in videos}
     todo = [v for v in videos if not (out / names[v]).exists()]

@@ -51,12 +51,36 @@ def check_writable_file(path: str | Path, make_folders: bool = False) -> None:
     while make_folders and not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
+        _probe(folder)
     except OSError as e:
         raise EdgegazeError(f"cannot write {path}: {folder} is not a writable folder ({e.strerror}); "
                             "choose another path") from None
+
+
+def _probe(folder: Path) -> None:
+    """Create and remove a file in `folder` (permission bits alone do not tell, e.g. for root or under /proc)."""
+    fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_out_dir(out: str | Path, create: bool = True) -> Path:
+    """Fail before any work if the folder --out cannot be written; create=False checks without
+    making it (the nearest folder that exists is probed)."""
+    out = Path(out).expanduser()
+    if not create:
+        first = next(p for p in (out, *out.parents) if p.exists())
+        try:
+            _probe(first)
+        except OSError:
+            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder") from None
+        return out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _probe(out)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
+    return out
 
 
 def manifest_path() -> Path:

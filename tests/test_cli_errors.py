@@ -39,6 +39,13 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("inputs")
     cv2.imwrite(str(d / "one_pixel.png"), np.zeros((1, 1, 3), np.uint8))
     (d / "garbage.mp4").write_bytes(b"not a video at all\n" * 10)
+    stages = {"face": "face-detection-short-range@FP32", "landmarks": "face-landmark@FP32", "head_pose": "mesh",
+              "gaze": "iris-landmark@FP32", "eye_state": "none"}
+    profile = "version = 1\n[stages]\n" + "".join(f'{k} = "{v}"\n' for k, v in stages.items())
+    (d / "profile.toml").write_text(profile)
+    (d / "no_eye_state.toml").write_text(profile.replace('eye_state = "none"\n', ""))
+    (d / "redetect_x.toml").write_text(profile + '[runtime]\nredetect_every = "x"\n')
+    (d / "unknown_face.toml").write_text(profile.replace("face-detection-short-range@FP32", "nope@FP32"))
     return d
 
 
@@ -67,6 +74,13 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "json into proc": ([*run[:-1], "/proc/out.jsonl"], "not a writable folder"),
         "mouse record under a file": (["mouse", "--dry-run", "--input", video, "--max-frames", "5",
                                        "--record", inputs / "one_pixel.png" / "t.csv"], "not a writable folder"),
+        # a profile's tables were read unchecked: KeyError, ValueError, or a traceback per video from Ray
+        "profile without eye_state": ([*run, "--profile", inputs / "no_eye_state.toml"], 'add eye_state = "none"'),
+        "profile redetect_every x": ([*run, "--profile", inputs / "redetect_x.toml"], "must be a whole number >= 1"),
+        "batch unknown stage in profile": (["batch", "--input", video.parent, "--profile", inputs / "unknown_face.toml",
+                                            "--out", "b"], "unknown stage implementation 'nope'"),
+        "batch out under a file": (["batch", "--input", video.parent, "--profile", inputs / "profile.toml",
+                                    "--out", inputs / "one_pixel.png" / "b"], "cannot write to --out"),
         "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
                                      "is a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),

@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 
 import openvino as ov
@@ -20,6 +19,7 @@ from tqdm import tqdm
 
 from pipeline import __version__, paths, runtime, sources, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.paths import check_out_dir
 from pipeline.report import energy, flops, in_pipeline, latency, profile
 from pipeline.stages import params as stage_params
 
@@ -48,24 +48,6 @@ DEFINITIONS = {
 
 
 # ---- inputs and checks ----------------------------------------------------------------------
-
-def check_out_dir(out: str | Path, create: bool = True) -> Path:
-    """Fail before any work if --out cannot be written; create=False checks without making it."""
-    out = Path(out).expanduser()
-    if not create:
-        first = next(p for p in (out, *out.parents) if p.exists())
-        if not (first.is_dir() and os.access(first, os.W_OK)):
-            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
-        return out
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=out)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
-    return out
-
 
 def read_frames(path: str | Path, n: int) -> list:
     """The first n frames of a video or image folder (a single image is used n times)."""
