@@ -122,6 +122,17 @@ def test_calibration_bad_files(tmp_path):
     (tmp_path / "s.json").write_text('{"width_px": 10}')
     with pytest.raises(EdgegazeError, match="width_mm"):
         cal.ScreenGeometry.load(tmp_path / "s.json")
+    # a folder where a file belongs was an IsADirectoryError traceback; sizes of 0 gave 0.02 deg errors
+    (tmp_path / "folder.json").mkdir()
+    for load in (cal.ScreenGeometry.load, cal.read_targets_csv, cal.Calibration.load):
+        with pytest.raises(EdgegazeError, match="Is a directory"):
+            load(tmp_path / "folder.json")
+    (tmp_path / "s.json").write_text('{"width_px": 1920, "height_px": 1080, "width_mm": 0, "height_mm": 296}')
+    with pytest.raises(EdgegazeError, match="width_mm must be a number above 0, not 0"):
+        cal.ScreenGeometry.load(tmp_path / "s.json")
+    (tmp_path / "t.csv").write_text("frame,x_px,y_px\n-5,1,1\n")  # was never seen: 'only 0 of 0 targets'
+    with pytest.raises(EdgegazeError, match="frame -5 is negative"):
+        cal.read_targets_csv(tmp_path / "t.csv")
 
 
 @pytest.mark.parametrize("layout", ["corners", "three", "collinear", "diagonal"])

@@ -109,6 +109,20 @@ def test_session_loader_and_bad_session(tmp_path):
     (tmp_path / "screen.json").write_text("{}")
     with pytest.raises(EdgegazeError, match="targets.csv is missing"):
         datasets.load_session(tmp_path)
+    # targets.csv not UTF-8, or a folder, and session.json a folder: tracebacks before
+    (tmp_path / "screen.json").write_text((SESSION / "screen.json").read_text())
+    (tmp_path / "targets.csv").write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(EdgegazeError, match="UnicodeDecodeError"):
+        datasets.load_session(tmp_path)
+    (tmp_path / "targets.csv").unlink()
+    (tmp_path / "targets.csv").mkdir()
+    with pytest.raises(EdgegazeError, match="Is a directory"):
+        datasets.load_session(tmp_path)
+    (tmp_path / "targets.csv").rmdir()
+    (tmp_path / "targets.csv").write_text((SESSION / "targets.csv").read_text())
+    (tmp_path / "session.json").mkdir()
+    with pytest.raises(EdgegazeError, match="Is a directory"):
+        datasets.load_session(tmp_path)
 
 
 # -- metrics on known cases ----------------------------------------------------------------
