@@ -8,6 +8,7 @@ A user mistake (EdgegazeError or a bad argument) prints one line and exits 2; Ct
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from pipeline.errors import EdgegazeError
@@ -33,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _int_at_least(low: int):
+def int_at_least(low: int):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -41,6 +42,25 @@ def _int_at_least(low: int):
             raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
+
+
+def number(above: float | None = None, low: float | None = None, high: float | None = None):
+    """argparse type: a finite number above `above`, in [low, high] (each bound optional)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+        if above is not None and value <= above:
+            raise argparse.ArgumentTypeError(f"{text} must be above {above:g}")
+        if low is not None and value < low or high is not None and value > high:
+            span = (f"between {low:g} and {high:g}" if low is not None and high is not None
+                    else f"at least {low:g}" if low is not None else f"at most {high:g}")
+            raise argparse.ArgumentTypeError(f"{text} must be {span}")
         return value
     return parse
 
@@ -169,8 +189,8 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
                    "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
-    p.add_argument("--max-candidates", type=_int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
-    p.add_argument("--max-frames", type=_int_at_least(1), default=60, help="frames per input video (default 60)")
+    p.add_argument("--max-candidates", type=int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
+    p.add_argument("--max-frames", type=int_at_least(1), default=60, help="frames per input video (default 60)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")
     p.set_defaults(func=_optimize_pipeline)
@@ -178,8 +198,8 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
     p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
     p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
-    p.add_argument("--workers", type=_int_at_least(1), default=2, help="videos processed at once (default 2)")
-    p.add_argument("--max-frames", type=_int_at_least(1), help="frames per video")
+    p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
+    p.add_argument("--max-frames", type=int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     add_param_option(p)
     p.set_defaults(func=_batch)
@@ -329,18 +349,18 @@ def _add_run(sub) -> None:
     for kind in ("face", "landmarks", "head-pose", "gaze", "eye-state"):
         p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
                             "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
-    p.add_argument("--max-faces", type=_int_at_least(1), default=1, help="most faces followed per frame")
+    p.add_argument("--max-faces", type=int_at_least(1), default=1, help="most faces followed per frame")
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
-    p.add_argument("--threads", type=_int_at_least(0), default=None,
+    p.add_argument("--threads", type=int_at_least(0), default=None,
                    help="inference threads per model (default 1, measured cheapest here; 0: OpenVINO chooses)")
     p.add_argument("--output", help="annotated video: .mp4 or .avi")
     p.add_argument("--json", help="JSON Lines, one object per frame")
-    p.add_argument("--max-frames", type=_int_at_least(1), help="stop after this many frames (default: the whole input)")
+    p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: the whole input)")
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
-    p.add_argument("--redetect-every", type=_int_at_least(1), default=30, help="with tracking: run the detector every N frames")
+    p.add_argument("--redetect-every", type=int_at_least(1), default=30, help="with tracking: run the detector every N frames")
     p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
     add_param_option(p)
     p.set_defaults(func=_run)
@@ -350,7 +370,7 @@ def _add_report(sub) -> None:
     """`report`: FLOPs, latency, throughput, energy and profile of the stage models."""
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
     _add_input_models(p, "video (or image) whose frames feed the models", "comma list, e.g. FP16,FP16-INT8")
-    p.add_argument("--frames", type=_int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
+    p.add_argument("--frames", type=int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
     p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
@@ -372,7 +392,7 @@ def _add_quantize(optimize) -> None:
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
     _add_selection(p, default_set="mediapipe")
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
-    p.add_argument("--subset", type=_int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
+    p.add_argument("--subset", type=int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
                    help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable; see pipeline/optimize/metrics.py)")
@@ -393,19 +413,19 @@ def _add_prune(optimize) -> None:
     p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
-    p.add_argument("--steps", type=_int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
+    p.add_argument("--steps", type=int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
                    "the iris model takes 0.2-0.3 s a step on 2 cores")
     p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")
     p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
                    help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
-    p.add_argument("--frames", type=_int_at_least(1), default=960, help="frames sampled from the calibration sources (the last quarter "
+    p.add_argument("--frames", type=int_at_least(1), default=960, help="frames sampled from the calibration sources (the last quarter "
                    "of each is held out to measure recovery)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="structured: skip the least-squares refit before distillation")
     p.add_argument("--focus", type=float, default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
-    p.add_argument("--channel-block", type=_int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
+    p.add_argument("--channel-block", type=int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
 

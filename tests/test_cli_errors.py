@@ -81,6 +81,12 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                             "--out", "b"], "unknown stage implementation 'nope'"),
         "batch out under a file": (["batch", "--input", video.parent, "--profile", inputs / "profile.toml",
                                     "--out", inputs / "one_pixel.png" / "b"], "cannot write to --out"),
+        # mouse options: '--sensitivity a,b', '--head-range x' and '--min-cutoff -1' were tracebacks, the others ran
+        **{f"mouse {' '.join(a)}": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", *a], phrase) for a, phrase in [
+            (("--sensitivity", "a,b"), "'a' is not a number"), (("--head-range", "x"), "give X,Y"),
+            (("--min-cutoff", "-1"), "must be above 0"), (("--targets", "abc"), "calibration targets must be"),
+            (("--targets", "1"), "at least 2x2"), (("--max-frames", "-3"), "below 1"),
+            (("--distance-mm", "0"), "must be above 0"), (("--blink-min", "1", "--blink-max", "0.5"), "below --blink-max")]},
         "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
                                      "is a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
