@@ -102,6 +102,11 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "param unknown stage": ([*run, "--param", "nope.k=1"], "unknown stage 'nope'"),
         "param unknown key": ([*run, "--param", "face-detection-short-range.k=1"], "valid: score_threshold"),
         "param bad type": ([*run, "--param", "face-detection-short-range.max_faces=2.5"], "must be a whole number"),
+        # out of range: hfov 0 and roi_scale 0 were OpenCV tracebacks mid-run, the others ran (no faces, or nan)
+        "param hfov 0": ([*run, "--param", "mesh.hfov_deg=0"], "above 0 and below 180"),
+        "param roi_scale 0": ([*run, "--param", "face-landmark.roi_scale=0"], "must be a finite number above 0"),
+        "param threshold nan": ([*run, "--param", "face-detection-short-range.score_threshold=nan"], "between 0 and 1"),
+        "param max_faces 0": ([*run, "--param", "face-detection-short-range.max_faces=0"], "whole number at least 1"),
         "param stage not run": ([*run, "--models", "omz", "--param", "face-landmark.roi_scale=2"], "not a stage of this"),
         "requires missing": ([*run, "--models", "omz", "--head-pose", "none"], "needs a head-pose stage; add --head-pose"),
         "report bad param": (["report", "--input", video, "--out", "rep", "--param", "iris-landmark.eye_scale=big"],

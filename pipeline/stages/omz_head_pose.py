@@ -27,7 +27,8 @@ from pipeline.stages.omz_landmarks import face_crop
 class OMZHeadPose(FaceStage):
     kind = "head_pose"
     outputs = {"yaw": ("angle_y_fc",), "pitch": ("angle_p_fc",), "roll": ("angle_r_fc",)}
-    parameters = {"crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)")}
+    parameters = {"crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)",
+                                         above=0)}
     crop = "face"
     distill_unit = "degrees"
 
