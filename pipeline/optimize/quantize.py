@@ -21,6 +21,7 @@ Per model:
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -188,6 +189,12 @@ class QuantizeOptions:
             raise EdgegazeError(f"unknown preset '{self.preset}'; valid: {', '.join(PRESETS)}")
         object.__setattr__(self, "budget", self.budget or dict(metrics.DEFAULT_BUDGET))
         object.__setattr__(self, "ignore", tuple(self.ignore))
+        for pattern in self.ignore:  # NNCF compiles them only after calibration, minutes in
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise EdgegazeError(f"--ignore {pattern!r} is not a regular expression ({e}); "
+                                    "escape special characters, e.g. --ignore '\\(conv\\)'") from None
         if self.out is not None:
             object.__setattr__(self, "out", Path(self.out))
 
@@ -425,10 +432,10 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
         raise EdgegazeError(f"--subset {subset} is too small; calibration needs at least 8 frames")
     for spec in specs:
         runtime.ir_file(spec.id, "FP32")  # fail before any work if a model is not converted
-    cal = Calibration(calib, subset=subset, log=log)
-    out = Path(out)
+    out = paths.check_out_dir(out, create=False)  # the INT8 IR is written before the report
     options = QuantizeOptions(preset=preset, budget=budget, ignore=tuple(ignore or ()), full_sensitivity=full_sensitivity,
                               latency=latency, force=force, out=out)
+    cal = Calibration(calib, subset=subset, log=log)
     reports = [quantize_model(s, cal, options, log) for s in specs]
     # the summary covers every model with a report in `out`, not only this run's
     latest = {r["model_id"]: r for r in reports}
