@@ -70,10 +70,13 @@ def embed_preprocessing(model: ov.Model, spec_input: dict) -> ov.Model:
 def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) -> Path:
     """Write <ir>/<model-id>/<precision>/ atomically: a finished folder replaces the old one whole."""
     final = paths.ir_dir(model_id, precision)
-    final.parent.mkdir(parents=True, exist_ok=True)
     for key, value in provenance.items():
         model.set_rt_info(str(value), ["edgegaze", key])
-    tmp = Path(tempfile.mkdtemp(prefix=f".{precision}.", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{precision}.", dir=final.parent))
+    except OSError as e:
+        raise EdgegazeError(f"cannot write IR to {final.parent} ({e.strerror}); set EDGEGAZE_HOME to a writable folder") from None
     try:
         ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=(precision == "FP16"))
         provenance = {**provenance, "ir_sha256": ir_hashes(tmp / f"{model_id}.xml")}

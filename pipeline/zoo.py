@@ -156,8 +156,12 @@ def _install(tmp: Path, dest: Path, f: ModelFile) -> None:
 
 
 def _tmp_beside(dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write the model cache {dest.parent} ({e.strerror}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
     os.close(fd)
     return Path(name)
 
@@ -214,7 +218,8 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
     mirror = mirror or os.environ.get("EDGEGAZE_MIRROR")
     mirror = Path(mirror).expanduser() if mirror else None
     if mirror is not None and not mirror.is_dir():
-        raise EdgegazeError(f"mirror folder {mirror} does not exist")
+        raise EdgegazeError(f"mirror folder {mirror} does not exist" if not mirror.exists() else
+                            f"mirror {mirror} is a file; pass the folder that holds intel/<model>/<precision>/")
     done = []
     for f in spec.files:
         dest = spec.cached(f)

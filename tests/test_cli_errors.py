@@ -138,6 +138,26 @@ def test_bad_inputs_exit_2_with_one_line_and_leave_nothing(zoo_ready, inputs, tm
     print(json.dumps(seen, indent=1))  # every case with its message (pytest -s shows it)
 
 
+def test_unwritable_model_home_is_one_line(zoo_ready, tmp_path, monkeypatch):
+    """EDGEGAZE_HOME a file, or its ir/ a file: fetch and convert ended in a mkdir traceback."""
+    from pipeline import paths, zoo
+
+    spec = zoo.get("face-landmark")
+    home = tmp_path / "home"
+    for f in spec.files:  # a fetched source, so that convert gets as far as writing the IR
+        dest = home / spec.cached(f).relative_to(paths.home())
+        dest.parent.mkdir(parents=True)
+        dest.write_bytes(spec.cached(f).read_bytes())
+    (home / "ir").write_text("not a folder")
+    (tmp_path / "file").write_text("not a folder")
+    for env, args, phrase in [(tmp_path / "file", ["models", "fetch", "--model", spec.id], "cannot write the model cache"),
+                              (home, ["convert", "--model", spec.id, "--precision", "FP32"], "cannot write IR to")]:
+        monkeypatch.setenv("EDGEGAZE_HOME", str(env))
+        proc = cli(*args, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+        assert phrase in proc.stderr and "EDGEGAZE_HOME" in proc.stderr, proc.stderr
+
+
 def test_skipped_input_is_counted_named_and_recorded(zoo_ready, tmp_path):
     # a video cut in half (MJPG AVI keeps its index up front, so the cut part decodes)
     cap = cv2.VideoCapture(str(shared_path(VIDEO)))
