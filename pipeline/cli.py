@@ -184,8 +184,8 @@ def _add_search_batch(sub, optimize) -> None:
                             "writes profile.toml and a Pareto report")
     p.add_argument("--input", required=True, help="video(s), comma-separated: speed, faces found and gaze are measured on them")
     p.add_argument("--eval", default="", help="labeled data, comma-separated: AFLW2000-3D folders (head-pose MAE)")
-    p.add_argument("--budget-ms", type=float, help="wall ms per frame the pipeline may take")
-    p.add_argument("--budget-cpu-ms", type=float, help="process CPU ms per frame the pipeline may take")
+    p.add_argument("--budget-ms", type=number(above=0), help="wall ms per frame the pipeline may take")
+    p.add_argument("--budget-cpu-ms", type=number(above=0), help="process CPU ms per frame the pipeline may take")
     p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
                    "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
@@ -371,7 +371,7 @@ def _add_report(sub) -> None:
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
     _add_input_models(p, "video (or image) whose frames feed the models", "comma list, e.g. FP16,FP16-INT8")
     p.add_argument("--frames", type=int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
-    p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
+    p.add_argument("--cpu-tdp", type=number(above=0), help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
     p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
     add_param_option(p)
@@ -423,7 +423,7 @@ def _add_prune(optimize) -> None:
                    "of each is held out to measure recovery)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="structured: skip the least-squares refit before distillation")
-    p.add_argument("--focus", type=float, default=1.0, help="extra distillation weight on the outputs the pipeline reads "
+    p.add_argument("--focus", type=number(low=0), default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
     p.add_argument("--channel-block", type=int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")

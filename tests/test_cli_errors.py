@@ -90,6 +90,10 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
                                      "is a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
+        # an empty report and exit 0 (only its notes said nothing was measured); a negative TDP gave negative energy
+        "report nothing to measure": (["report", "--input", video, "--out", "rep", "--precision", "FP16-INT8"],
+                                      "nothing to measure"),
+        "report cpu-tdp -5": (["report", "--input", video, "--out", "rep", "--cpu-tdp", "-5"], "must be above 0"),
         "report frames 0": (["report", "--input", video, "--out", "rep", "--frames", "0"], "--frames"),
         "convert unknown model": (["convert", "--model", "nope"], "nope"),
         "convert precision FP8": (["convert", "--precision", "FP8"], "not 'FP8'"),

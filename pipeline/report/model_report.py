@@ -183,6 +183,11 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
     check_out_dir(out, create=False)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
     items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
+    if not items:  # a report of empty tables, exit 0, said nothing was measured only in its notes
+        have = sorted({p for s in zoo.select("all") if s.set == models_set for p in s.precisions})
+        raise EdgegazeError(f"nothing to measure: no {models_set} model has {', '.join(precisions)}; "
+                            f"choose --precision from {', '.join(have)}, or make INT8 with "
+                            f"`edgegaze optimize quantize --set {models_set} --calib VIDEO`")
     if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
         precisions = list(dict.fromkeys(precision for _, _, precision in items))
     images = read_frames(input_path, frames)  # before --out is made: a bad input leaves no empty folder
