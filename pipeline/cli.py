@@ -246,9 +246,10 @@ def _optimize_prune(args) -> int:
 def _eval(args) -> int:
     from importlib import import_module
 
-    from pipeline import runtime
+    from pipeline import paths, runtime
 
     runtime.check_precision(args.precision)
+    paths.check_out_dir(args.out, create=False)  # the results are written after the whole evaluation
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze", "params")}}
     if args.kind == "gaze-session":

@@ -142,6 +142,13 @@ def test_bad_inputs_exit_2_with_one_line_and_leave_nothing(zoo_ready, inputs, tm
     print(json.dumps(seen, indent=1))  # every case with its message (pytest -s shows it)
 
 
+def test_eval_checks_out_before_evaluating(zoo_ready, inputs, tmp_path):
+    """--out under a file failed only when the results were written, after the whole evaluation."""
+    proc = cli("eval", "headpose", shared_path("labeled/aflw2000_dev"), "--out", inputs / "one_pixel.png" / "ev", cwd=tmp_path)
+    assert proc.returncode == 2 and "cannot write to --out" in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout == "", proc.stdout  # no 'mediapipe FP32: mean MAE ...' first
+
+
 def test_unwritable_model_home_is_one_line(zoo_ready, tmp_path, monkeypatch):
     """EDGEGAZE_HOME a file, or its ir/ a file: fetch and convert ended in a mkdir traceback."""
     from pipeline import paths, zoo
