@@ -100,6 +100,8 @@ def _convert(args) -> int:
 
     precisions = [p.strip().upper() for p in args.precision.split(",") if p.strip()]
     convertible = sorted({p for spec in zoo.select("all") for p in spec.precisions})
+    if not precisions:  # converted nothing and exited 0
+        raise EdgegazeError(f"--precision names no precision; give a comma list of {', '.join(convertible)}")
     for precision in precisions:
         if precision not in convertible:
             raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "

@@ -97,6 +97,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "report frames 0": (["report", "--input", video, "--out", "rep", "--frames", "0"], "--frames"),
         "convert unknown model": (["convert", "--model", "nope"], "nope"),
         "convert precision FP8": (["convert", "--precision", "FP8"], "not 'FP8'"),
+        "convert precision empty": (["convert", "--precision", ","], "names no precision"),
+        "mouse precision XYZ": (["mouse", "--dry-run", "--input", video, "--precision", "XYZ"], "valid: FP32"),  # was: prune it
         "report precision FP8": (["report", "--input", video, "--out", "rep", "--precision", "FP16,FP8"], "valid: FP32"),
         "eval precision FP8": (["eval", "faces", "missing.xml", "--precision", "FP8"], "valid: FP32"),
         "report out under a file": (["report", "--input", video, "--out", inputs / "one_pixel.png" / "rep"],

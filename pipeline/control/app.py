@@ -61,7 +61,10 @@ def _face(frame_result):
 
 
 def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None):
+    from pipeline import runtime
     from pipeline.runner import Pipeline
+
+    runtime.check_precision(precision.upper())  # as `edgegaze run`: not a hint to prune a detector to 'XYZ'
 
     if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision
         from pipeline import profile as profiles
