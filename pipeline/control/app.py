@@ -91,6 +91,8 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     --param stage parameters, as for the live run."""
     from pipeline.sources import open_source
 
+    if out:  # before the session is run, not when its result is saved
+        check_writable_file(out, make_folders=True)
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
     source = open_source(video, max_frames=max(frame_targets) + 1)
@@ -196,6 +198,7 @@ def _saved_calibration(o: MouseOptions, screen, log) -> tuple[cal.Calibration | 
     if not ui.has_display():
         raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "
                             f"needs a display (or use --calibrate-from with a recorded session)")
+    check_writable_file(calib_path, make_folders=True)  # where the live calibration will be saved
     return None, calib_path
 
 
