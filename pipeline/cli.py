@@ -158,8 +158,10 @@ def _apply_profile(args) -> None:
 
 
 def _optimize_pipeline(args) -> int:
+    from pipeline import paths
     from pipeline.optimize import pareto, search
 
+    paths.check_out_dir(args.out, create=False)  # written after the search, minutes later
     split = lambda text: [s.strip() for s in (text or "").split(",") if s.strip()]  # noqa: E731
     result = search.search(split(args.input), split(args.eval), search.parse_drops(args.max_drop), args.budget_ms,
                            args.budget_cpu_ms, args.space, args.max_candidates, args.max_frames, args.address)

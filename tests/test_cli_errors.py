@@ -77,6 +77,13 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         # a profile's tables were read unchecked: KeyError, ValueError, or a traceback per video from Ray
         "profile without eye_state": ([*run, "--profile", inputs / "no_eye_state.toml"], 'add eye_state = "none"'),
         "profile redetect_every x": ([*run, "--profile", inputs / "redetect_x.toml"], "must be a whole number >= 1"),
+        # found by every candidate on Ray ('the FP32 reference pipeline failed'), or after the search (a traceback)
+        "search missing input": (["optimize", "pipeline", "--input", "missing.mp4", "--budget-ms", "50", "--out", "s"],
+                                 "input not found"),
+        "search missing eval": (["optimize", "pipeline", "--input", video, "--eval", "missing", "--budget-ms", "50",
+                                 "--out", "s"], "dataset folder not found"),
+        "search out under a file": (["optimize", "pipeline", "--input", video, "--budget-ms", "50",
+                                     "--out", inputs / "one_pixel.png" / "s"], "cannot write to --out"),
         "batch unknown stage in profile": (["batch", "--input", video.parent, "--profile", inputs / "unknown_face.toml",
                                             "--out", "b"], "unknown stage implementation 'nope'"),
         "batch out under a file": (["batch", "--input", video.parent, "--profile", inputs / "profile.toml",
