@@ -101,6 +101,9 @@ class Source:
                     self.unreadable.append(path.name)  # skipped, not fatal; named at the end
                     continue
                 yield Frame(i, 0.0, to_bgr(image), path.name)
+            if len(self.unreadable) == len(self._images):  # nothing to run on: a failure, not a run of 0 frames
+                raise EdgegazeError(f"no image in {self.src} could be read ({self.skipped_note().removeprefix('skipped ')}); "
+                                    "pass a folder of readable images")
             return
         start, i = time.monotonic(), 0
         while True:

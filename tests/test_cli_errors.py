@@ -39,6 +39,8 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("inputs")
     cv2.imwrite(str(d / "one_pixel.png"), np.zeros((1, 1, 3), np.uint8))
     (d / "garbage.mp4").write_bytes(b"not a video at all\n" * 10)
+    (d / "broken_images").mkdir()
+    (d / "broken_images" / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
     stages = {"face": "face-detection-short-range@FP32", "landmarks": "face-landmark@FP32", "head_pose": "mesh",
               "gaze": "iris-landmark@FP32", "eye_state": "none"}
     profile = "version = 1\n[stages]\n" + "".join(f'{k} = "{v}"\n' for k, v in stages.items())
@@ -67,6 +69,7 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "unknown stage id": ([*run, "--gaze", "nope"], "valid:"),
         "missing input": (["run", "--input", "missing.mp4", "--json", "out.jsonl"], "not found"),
         "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
+        "no readable image": (["run", "--input", inputs / "broken_images", "--json", "out.jsonl"], "no image in"),  # was 0 frames, exit 0
         "json into missing folder": (["run", "--input", video, "--json", "no/such/dir/out.jsonl"], "not a writable folder"),
         "output is a folder": ([*run, "--output", "."], "folder"),
         # os.access said yes to these (root, /proc, a file as folder); the run then ended in a traceback
