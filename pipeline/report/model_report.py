@@ -190,8 +190,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
                             f"`edgegaze optimize quantize --set {models_set} --calib VIDEO`")
     if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
         precisions = list(dict.fromkeys(precision for _, _, precision in items))
-    images = read_frames(input_path, frames)  # before --out is made: a bad input leaves no empty folder
-    out = check_out_dir(out)
+    images = read_frames(input_path, frames)
     iterations = max(len(images), min_iterations)
 
     meter = energy.Rapl(rapl_root)
@@ -228,7 +227,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         "skipped": skipped,
         "notes": notes,
     }
-    write_report(report, out)
+    write_report(report, check_out_dir(out))  # made only now: a bad input or Ctrl-C leaves no empty folder
     return report
 
 
