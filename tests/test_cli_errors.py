@@ -66,6 +66,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "max-faces 0": ([*run, "--max-faces", "0"], "--max-faces"),
         "hint choice": ([*run, "--hint", "FAST"], "invalid choice"),
         "unknown set": ([*run, "--models", "nope"], "valid sets"),
+        # a model of another stage kind crashed the interpreter at the first frame (TypeError, then abort)
+        "face is an iris model": ([*run, "--face", "iris-landmark"], "iris-landmark is a gaze stage; --face takes"),
         "unknown stage id": ([*run, "--gaze", "nope"], "valid:"),
         "missing input": (["run", "--input", "missing.mp4", "--json", "out.jsonl"], "not found"),
         "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
