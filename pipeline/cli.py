@@ -124,7 +124,7 @@ def _run(args) -> int:
     _apply_profile(args)
     runtime.check_precision(args.precision.upper())
     runtime.check_device(args.device)
-    check_outputs(args.json, args.output, args.show)
+    check_outputs(args.json, args.output, args.show, args.input)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
     pipeline = Pipeline.from_set(
         args.models, args.precision.upper(), args.device, face=args.face, landmarks=args.landmarks,

@@ -70,11 +70,16 @@ def frame_record(fr: FrameResult) -> dict:
 VIDEO_CODECS = {".mp4": "mp4v", ".avi": "MJPG"}
 
 
-def check_outputs(json_path: str | None, video_path: str | None, show: bool = False) -> None:
-    """Every output can be written, before any model is loaded."""
+def check_outputs(json_path: str | None, video_path: str | None, show: bool = False, input_path=None) -> None:
+    """Every output can be written, and replaces neither the input nor the other output, before any
+    model is loaded."""
     for path in (json_path, video_path):
         if path:
             check_writable_file(path)
+            if input_path is not None and Path(str(input_path)).is_file() and Path(path).resolve() == Path(str(input_path)).resolve():
+                raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
+    if json_path and video_path and Path(json_path).resolve() == Path(video_path).resolve():
+        raise EdgegazeError(f"--json and --output are the same file ({json_path}); give each its own name")
     if video_path and Path(video_path).suffix.lower() not in VIDEO_CODECS:
         raise EdgegazeError(f"--output {video_path}: the video writer makes {', '.join(VIDEO_CODECS)} files; "
                             f"name it e.g. {Path(video_path).with_suffix('.mp4').name}")
@@ -179,7 +184,7 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
 
     The JSON Lines, the video and the count hold the same frames. Ctrl-C, or a source that fails
     mid-run, ends the run with every finished frame saved."""
-    check_outputs(json_path, video_path, show)
+    check_outputs(json_path, video_path, show, getattr(source, "src", None))
     summary = RunSummary()
     jsonl = _JsonLines(json_path) if json_path else None
     video = _VideoOut(video_path, source.fps) if video_path else None

@@ -73,6 +73,10 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
         "no readable image": (["run", "--input", inputs / "broken_images", "--json", "out.jsonl"], "no image in"),  # was 0 frames, exit 0
         "json into missing folder": (["run", "--input", video, "--json", "no/such/dir/out.jsonl"], "not a writable folder"),
+        # the input (a copy in `inputs`) was replaced by the annotated video / the JSON Lines
+        "output is the input": (["run", "--input", inputs / "one_pixel.png", "--json", inputs / "one_pixel.png"],
+                                "is the input file"),
+        "json and output the same": ([*run[:-1], "same.mp4", "--output", "same.mp4"], "are the same file"),
         "output is a folder": ([*run, "--output", "."], "folder"),
         # os.access said yes to these (root, /proc, a file as folder); the run then ended in a traceback
         "json under a file": ([*run[:-1], inputs / "one_pixel.png" / "out.jsonl"], "not a writable folder"),
