@@ -75,9 +75,7 @@ def check_outputs(json_path: str | None, video_path: str | None, show: bool = Fa
     model is loaded."""
     for path in (json_path, video_path):
         if path:
-            check_writable_file(path)
-            if input_path is not None and Path(str(input_path)).is_file() and Path(path).resolve() == Path(str(input_path)).resolve():
-                raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
+            check_writable_file(path, input_path=input_path)
     if json_path and video_path and Path(json_path).resolve() == Path(video_path).resolve():
         raise EdgegazeError(f"--json and --output are the same file ({json_path}); give each its own name")
     if video_path and Path(video_path).suffix.lower() not in VIDEO_CODECS:

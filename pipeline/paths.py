@@ -40,13 +40,16 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
     return path
 
 
-def check_writable_file(path: str | Path, make_folders: bool = False) -> None:
-    """Fail before any work when a new file cannot be written at `path`: a file is created in its
-    folder and removed (permission bits alone do not tell, e.g. for root or under /proc). With
-    make_folders, missing folders will be made, so their nearest existing one is probed."""
+def check_writable_file(path: str | Path, make_folders: bool = False, input_path=None) -> None:
+    """Fail before any work when a new file cannot be written at `path`, or would replace the input
+    file: a file is created in its folder and removed (permission bits alone do not tell, e.g. for
+    root or under /proc). With make_folders, missing folders will be made, so their nearest
+    existing one is probed."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise EdgegazeError(f"{path} is a folder; give a file name")
+    if input_path is not None and Path(str(input_path)).is_file() and path.resolve() == Path(str(input_path)).resolve():
+        raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
     folder = path.parent
     while make_folders and not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -76,6 +76,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         # the input (a copy in `inputs`) was replaced by the annotated video / the JSON Lines
         "output is the input": (["run", "--input", inputs / "one_pixel.png", "--json", inputs / "one_pixel.png"],
                                 "is the input file"),
+        "mouse record is the input": (["mouse", "--dry-run", "--input", inputs / "one_pixel.png",
+                                       "--record", inputs / "one_pixel.png"], "is the input file"),
         "json and output the same": ([*run[:-1], "same.mp4", "--output", "same.mp4"], "are the same file"),
         "output is a folder": ([*run, "--output", "."], "folder"),
         # os.access said yes to these (root, /proc, a file as folder); the run then ended in a traceback

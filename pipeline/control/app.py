@@ -164,7 +164,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     if o.mode not in ("gaze", "head", "relative"):
         raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
     if o.record:  # before the run, not when the trajectory is saved at its end
-        check_writable_file(o.record, make_folders=True)
+        check_writable_file(o.record, make_folders=True, input_path=o.input)
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
     pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params)
