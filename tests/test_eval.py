@@ -103,6 +103,13 @@ def test_ibug68_loader_matches_dlib_xml(tmp_path):
         datasets.load_ibug68(tmp_path)
 
 
+def test_a_file_given_as_dataset_folder_says_so(tmp_path):
+    (tmp_path / "labels.txt").write_text("not a folder")  # was: 'dataset folder not found'
+    for load in (datasets.load_aflw2000, datasets.load_ibug68):
+        with pytest.raises(EdgegazeError, match="labels.txt is a file; this dataset is a folder"):
+            load(tmp_path / "labels.txt")
+
+
 def test_session_loader_and_bad_session(tmp_path):
     s = datasets.load_session(SESSION, video=shared_path("video/udacity_demo_1080p.mp4"))
     assert len(set(s.targets.values())) == 6 and s.screen["distance_mm"] == 600

@@ -78,7 +78,8 @@ class Dataset:
 
 def _images(folder: Path) -> list[Path]:
     if not folder.is_dir():
-        raise EdgegazeError(f"dataset folder not found: {folder}")
+        raise EdgegazeError(f"dataset folder not found: {folder}" if not folder.exists() else
+                            f"{folder} is a file; this dataset is a folder of images with their labels beside them")
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
 
 
