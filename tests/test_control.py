@@ -110,6 +110,13 @@ def test_calibration_recovers_a_known_mapping_and_round_trips(tmp_path):
     assert np.allclose(again.model.predict(x), c.model.predict(x))
     with pytest.raises(EdgegazeError, match="made for a 1280x800 screen, this one is 1920x1080"):
         cal.Calibration.load(path, 1920, 1080)
+    # valid JSON whose model cannot predict was loaded, then crashed the run at the first face
+    for key, value in (("name", "nope"), ("coef", [[1.0]]), ("mean", "abc")):
+        d = json.loads(path.read_text())
+        d["model"][key] = value
+        (tmp_path / "bad.json").write_text(json.dumps(d))
+        with pytest.raises(EdgegazeError, match="is not an edgegaze calibration"):
+            cal.Calibration.load(tmp_path / "bad.json", 1280, 800)
 
 
 def test_calibration_bad_files(tmp_path):

@@ -209,13 +209,17 @@ class Calibration:
                 raise ValueError(f"version {d.get('version')}, this edgegaze reads version {VERSION}")
             cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
                               d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
+            with np.errstate(all="ignore"):  # a model that cannot map a sample fails here, not at the first face
+                probe = cal.model.predict(np.ones(len(FEATURES)))
+            if probe.shape != (1, 2) or not np.isfinite(probe).all():
+                raise ValueError("its model does not map a gaze sample to a screen point")
         except FileNotFoundError:
             raise EdgegazeError(f"calibration file not found: {path} (run with --recalibrate)") from None
         except OSError as e:  # a folder, no permission
             raise EdgegazeError(f"cannot read calibration {path} ({e.strerror}); give a calibration JSON file "
                                 "or run with --recalibrate") from None
-        except (KeyError, TypeError, ValueError) as e:
-            raise EdgegazeError(f"{path} is not an edgegaze calibration ({type(e).__name__}: {e}); "
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise EdgegazeError(f"{path} is not an edgegaze calibration ({type(e).__name__}: {' '.join(str(e).split())}); "
                                 f"run with --recalibrate") from None
         s = cal.screen
         if width is not None and (s.width_px, s.height_px) != (width, height):
