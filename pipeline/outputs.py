@@ -99,6 +99,17 @@ class RunSummary:
         return self.frames / self.seconds if self.seconds else 0.0
 
 
+def _letterbox(image: np.ndarray, w: int, h: int) -> np.ndarray:
+    """`image` scaled to fit w x h, centred on black."""
+    ih, iw = image.shape[:2]
+    scale = min(w / iw, h / ih)
+    sw, sh = max(1, round(iw * scale)), max(1, round(ih * scale))
+    out = np.zeros((h, w, 3), np.uint8)
+    x, y = (w - sw) // 2, (h - sh) // 2
+    out[y:y + sh, x:x + sw] = cv2.resize(image, (sw, sh), interpolation=cv2.INTER_AREA)
+    return out
+
+
 class _VideoOut:
     """An annotated video written under `<name>.part<ext>`, opened at the first frame (its size)."""
 
@@ -115,6 +126,9 @@ class _VideoOut:
                 self.writer = None
                 raise EdgegazeError(f"cannot write video {self.path}: the {codec} encoder refused {w}x{h} frames "
                                     f"(at least 2x2 pixels are needed); leave out --output")
+            self.size = (w, h)
+        if image.shape[1::-1] != self.size:  # an image folder of mixed sizes: the writer silently dropped these
+            image = _letterbox(image, *self.size)
         self.writer.write(image)
         self.frames += 1
 

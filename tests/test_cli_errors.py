@@ -244,6 +244,19 @@ def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mo
     assert not part.exists() and not (tmp_path / ".b.part.mp4").exists()
 
 
+def test_images_of_mixed_sizes_all_reach_the_video(zoo_ready, tmp_path):
+    """The writer is opened at the first frame's size and dropped other sizes without a word: the
+    video held 1 frame, the JSON Lines 2, exit 0."""
+    cap = cv2.VideoCapture(str(shared_path(VIDEO)))
+    frame = cap.read()[1]
+    (tmp_path / "images").mkdir()
+    cv2.imwrite(str(tmp_path / "images" / "a.jpg"), frame)
+    cv2.imwrite(str(tmp_path / "images" / "b.jpg"), cv2.resize(frame, (320, 400)))
+    proc = cli("run", "--input", tmp_path / "images", "--json", "m.jsonl", "--output", "m.avi", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 2 == video_frames(tmp_path / "m.avi")
+
+
 def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, tmp_path):
     """A webcam that disappears: the device read starts raising after 8 frames."""
     from pipeline.outputs import run_to_outputs
