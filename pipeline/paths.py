@@ -102,6 +102,16 @@ def home() -> Path:
     return Path(platformdirs.user_cache_dir("edgegaze"))
 
 
+def check_home_writable() -> None:
+    """Fail before minutes of optimizing when the IR it makes cannot be saved under home()."""
+    first = next(p for p in (home(), *home().parents) if p.exists())
+    try:
+        _probe(first)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write to the model folder {home()} ({first}: {e.strerror}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
+
+
 def cache_dir() -> Path:
     return home() / "cache"
 

@@ -218,6 +218,7 @@ def prune(model_id: str, options: PruneOptions, log=print) -> dict:
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
     require_torch()
     spec = check_supported(model_id)
+    paths.check_home_writable()  # the IR is saved after minutes of distillation
     t_start = time.perf_counter()
     run = _load(model_id, spec, options, log)
     report = _report_head(run, _form_error(run))

@@ -433,6 +433,7 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
     for spec in specs:
         runtime.ir_file(spec.id, "FP32")  # fail before any work if a model is not converted
     out = paths.check_out_dir(out, create=False)  # the INT8 IR is written before the report
+    paths.check_home_writable()  # and it is written after the calibration
     options = QuantizeOptions(preset=preset, budget=budget, ignore=tuple(ignore or ()), full_sensitivity=full_sensitivity,
                               latency=latency, force=force, out=out)
     cal = Calibration(calib, subset=subset, log=log)
