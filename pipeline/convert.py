@@ -106,7 +106,7 @@ def ir_problem(xml: Path) -> str | None:
     # the stamp lives outside the IR folder, which save_ir replaces whole
     stamp_file = xml.parents[2] / ".verified" / f"{xml.parent.parent.name}@{xml.parent.name}.json"
     stamp = _stamp(xml)
-    if _json_or_none(stamp_file) == stamp:
+    if paths.json_object(stamp_file) == stamp:
         return None
     end = max((int(o) + int(n) for o, n in re.findall(r'<data [^>]*?offset="(\d+)"[^>]*?size="(\d+)"', xml.read_text())),
               default=0)
@@ -143,18 +143,8 @@ def ensure_intact(model_id: str, precision: str, xml: Path, log=_warn) -> Path:
     raise EdgegazeError(f"the {precision} IR of {model_id} at {xml.parent} is damaged ({problem}); remake it with: {how}")
 
 
-def _json_or_none(path: Path) -> dict | None:
-    """A small JSON object edgegaze wrote; None when it is missing or unreadable (cut short by a
-    crash or a full disk, or edited by hand)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):  # ValueError: not JSON, not UTF-8
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def provenance_of_dir(folder: Path) -> dict | None:
-    return _json_or_none(folder / "provenance.json")
+    return paths.json_object(folder / "provenance.json")
 
 
 def provenance_of(model_id: str, precision: str) -> dict | None:
@@ -162,7 +152,7 @@ def provenance_of(model_id: str, precision: str) -> dict | None:
     xml = paths.ir_path(model_id, precision)
     if not (path.exists() and xml.exists() and xml.with_suffix(".bin").exists()):
         return None
-    return _json_or_none(path)
+    return paths.json_object(path)
 
 
 def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, log=print) -> Path:

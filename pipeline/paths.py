@@ -8,6 +8,7 @@ blob cache).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -38,6 +39,16 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def json_object(path: str | Path) -> dict | None:
+    """A JSON object edgegaze wrote (a stamp, a provenance, a report); None when it is missing or
+    unreadable (cut short by a crash or a full disk, or edited by hand)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):  # ValueError: not JSON, not UTF-8
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def check_writable_file(path: str | Path, make_folders: bool = False, input_path=None) -> None:

@@ -260,9 +260,9 @@ def _up_to_date(spec: zoo.ModelSpec, provenance: dict, out: Path | None, log) ->
     if old is None or any(old.get(k) != v for k, v in provenance.items()):
         return None
     log(f"{spec.id} INT8: up to date ({paths.ir_dir(spec.id, 'INT8')})")
-    report_path = (out / spec.id / "report.json") if out else None
-    if report_path is not None and report_path.exists():
-        return json.loads(report_path.read_text())
+    earlier = paths.json_object(out / spec.id / "report.json") if out else None
+    if earlier is not None:
+        return earlier
     return {"model_id": spec.id, "status": "up to date", "path": str(paths.ir_path(spec.id, "INT8"))}
 
 
@@ -448,5 +448,4 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
 
 
 def _read_report(out: Path, model_id: str) -> dict | None:
-    path = out / model_id / "report.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return paths.json_object(out / model_id / "report.json")
