@@ -16,20 +16,20 @@ from pathlib import Path
 
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write, check_out_dir
+from pipeline.sources import VIDEO_EXTENSIONS
 from pipeline.stages import params as stage_params
 
-VIDEO_EXTS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
 MAX_RETRIES = 2
 
 
 def list_videos(spec: str) -> list[Path]:
     """A folder's video files, or a glob's matches, sorted."""
     path = Path(spec).expanduser()
-    found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTS] if path.is_dir() else \
+    found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTENSIONS] if path.is_dir() else \
         [Path(p) for p in sorted(glob.glob(str(path)))]
     found = [p for p in found if p.is_file()]
     if not found:
-        raise EdgegazeError(f"--input {spec}: no videos found (give a folder of {', '.join(sorted(VIDEO_EXTS))} files or a glob)")
+        raise EdgegazeError(f"--input {spec}: no videos found (give a folder of {', '.join(sorted(VIDEO_EXTENSIONS))} files or a glob)")
     return found
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from pipeline.errors import EdgegazeError
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
+VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}  # what batch looks for in a folder
 
 
 @dataclass
@@ -69,6 +70,9 @@ class Source:
             self.kind = "images"
             self._images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
             if not self._images:
+                if any(p.suffix.lower() in VIDEO_EXTENSIONS for p in path.iterdir()):
+                    raise EdgegazeError(f"folder {path} holds videos, not images: give one video file, or run a folder "
+                                        "of videos with `edgegaze batch --input FOLDER --profile FILE --out DIR`")
                 raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}")
             self.length = len(self._images)
         elif path.suffix.lower() in IMAGE_EXTENSIONS:

@@ -71,6 +71,7 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "unknown stage id": ([*run, "--gaze", "nope"], "valid:"),
         "missing input": (["run", "--input", "missing.mp4", "--json", "out.jsonl"], "not found"),
         "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
+        "folder of videos": (["run", "--input", video.parent, "--json", "out.jsonl"], "edgegaze batch"),  # was: no images
         "no readable image": (["run", "--input", inputs / "broken_images", "--json", "out.jsonl"], "no image in"),  # was 0 frames, exit 0
         "json into missing folder": (["run", "--input", video, "--json", "no/such/dir/out.jsonl"], "not a writable folder"),
         # the input (a copy in `inputs`) was replaced by the annotated video / the JSON Lines
