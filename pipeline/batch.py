@@ -51,6 +51,7 @@ def process_video(video: str, profile: dict, dest: str, max_frames: int | None, 
     tmp = Path(dest).with_name(f".{Path(dest).name}.part")
     s = run_to_outputs(pipeline, source, str(tmp), progress=False)
     if s.interrupted:
+        tmp.unlink(missing_ok=True)  # a part file would look like work in progress
         raise EdgegazeError(f"{video}: interrupted")
     os.replace(tmp, dest)
     return {"frames": s.frames, "frames_with_face": s.frames_with_face, "seconds": round(s.seconds, 3)}
@@ -89,12 +90,22 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     ray = cluster.init(address, num_cpus=workers)
     task = ray.remote(process_video).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=True)
     t0, pending = time.perf_counter(), {}
-    for v in todo:
-        if len(pending) >= workers:
+    try:
+        for v in todo:
+            if len(pending) >= workers:
+                _collect(ray, pending, rows, log)
+            pending[task.remote(str(v), profile, str(out / names[v]), max_frames, params)] = str(v)
+        while pending:
             _collect(ray, pending, rows, log)
-        pending[task.remote(str(v), profile, str(out / names[v]), max_frames, params)] = str(v)
-    while pending:
-        _collect(ray, pending, rows, log)
+    except KeyboardInterrupt:  # Ctrl-C: stop the videos in hand and leave no part files of them
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        ray.wait(list(pending), num_returns=len(pending), timeout=10)  # the workers are gone before the unlink
+        for video in pending.values():
+            name = names[Path(video)]  # process_video's temp file, and run_to_outputs' own under it
+            for part in (out / f".{name}.part", out / f"..{name}.part.part"):
+                part.unlink(missing_ok=True)
+        raise
     seconds = time.perf_counter() - t0
     frames = sum(r.get("frames", 0) for r in rows.values() if r["status"] == "done")
     summary = {"profile": str(profile_path), "workers": workers, "max_retries": MAX_RETRIES, "seconds": round(seconds, 2),
