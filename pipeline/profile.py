@@ -79,6 +79,8 @@ def write(path: str | Path, profile: dict) -> Path:
 def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> dict:
     """Read and check a profile; warn (one line) when it was measured on another CPU."""
     path = Path(path)
+    if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`
+        raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'}")
     if not path.is_file():
         raise EdgegazeError(f"profile {path} not found; make one with `edgegaze optimize pipeline --out DIR`")
     try:

@@ -87,6 +87,7 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "mouse record under a file": (["mouse", "--dry-run", "--input", video, "--max-frames", "5",
                                        "--record", inputs / "one_pixel.png" / "t.csv"], "not a writable folder"),
         # a profile's tables were read unchecked: KeyError, ValueError, or a traceback per video from Ray
+        "profile is a folder": ([*run, "--profile", inputs], "is a folder; give the profile file"),  # was: not found
         "profile without eye_state": ([*run, "--profile", inputs / "no_eye_state.toml"], 'add eye_state = "none"'),
         "profile redetect_every x": ([*run, "--profile", inputs / "redetect_x.toml"], "must be a whole number >= 1"),
         # found by every candidate on Ray ('the FP32 reference pipeline failed'), or after the search (a traceback)
