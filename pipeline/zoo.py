@@ -155,7 +155,8 @@ def _install(tmp: Path, dest: Path, f: ModelFile) -> None:
     actual = sha256(tmp)
     if actual != f.sha256:
         tmp.unlink(missing_ok=True)
-        raise EdgegazeError(f"checksum mismatch for {f.name}: expected sha256 {f.sha256}, got {actual}; file discarded")
+        raise EdgegazeError(f"checksum mismatch for {f.name}: expected sha256 {f.sha256}, got {actual}; file discarded "
+                            "(a damaged download or copy, or another version: fetch again, or use another --mirror)")
     os.replace(tmp, dest)
 
 

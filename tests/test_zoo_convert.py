@@ -73,6 +73,16 @@ def test_tampered_cache_file_is_rejected(tmp_home):
     assert not paths.ir_path(spec.id, "FP32").exists()
 
 
+def test_damaged_mirror_file_is_discarded_with_what_to_do(tmp_home, tmp_path):
+    spec = zoo.get("open-closed-eye-0001")
+    for f in spec.files:
+        (tmp_path / "mirror" / f.mirror).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mirror" / f.mirror).write_text("junk")
+    with pytest.raises(EdgegazeError, match="file discarded .*fetch again, or use another --mirror"):
+        zoo.fetch(spec, mirror=tmp_path / "mirror", log=lambda *_: None)
+    assert not any(p.is_file() for p in (tmp_home / "cache").rglob("*"))
+
+
 def test_cli_errors_are_one_line_without_traceback(tmp_home):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True)
