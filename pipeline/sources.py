@@ -65,7 +65,7 @@ class Source:
             return
         path = Path(text).expanduser()
         if not path.exists():
-            raise EdgegazeError(f"input not found: {path}")
+            raise EdgegazeError(f"input not found: {path}; check the path, or pass a webcam index such as 0")
         if path.is_dir():
             self.kind = "images"
             self._images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
@@ -73,20 +73,22 @@ class Source:
                 if any(p.suffix.lower() in VIDEO_EXTENSIONS for p in path.iterdir()):
                     raise EdgegazeError(f"folder {path} holds videos, not images: give one video file, or run a folder "
                                         "of videos with `edgegaze batch --input FOLDER --profile FILE --out DIR`")
-                raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}")
+                raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}; pass a folder "
+                                    "of images, an image or a video")
             self.length = len(self._images)
         elif path.suffix.lower() in IMAGE_EXTENSIONS:
             self.kind = "images"
             self._images = [path]
             self.length = 1
             if cv2.imread(str(path), cv2.IMREAD_UNCHANGED) is None:
-                raise EdgegazeError(f"cannot read image {path}: not an image or corrupt")
+                raise EdgegazeError(f"cannot read image {path}: not an image or corrupt; pass a readable image")
         else:
             self.kind = "video"
             self._cap = cv2.VideoCapture(str(path))
             ok = self._cap.isOpened() and self._cap.grab()
             if not ok:
-                raise EdgegazeError(f"cannot decode video {path}: not a video or corrupt")
+                raise EdgegazeError(f"cannot decode video {path}: not a video or corrupt; pass a video OpenCV reads "
+                                    "(e.g. .mp4, .avi), an image or an image folder")
             self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
             self.fps = self._cap.get(cv2.CAP_PROP_FPS) or 30.0
             count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
