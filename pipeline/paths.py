@@ -61,14 +61,16 @@ def check_writable_file(path: str | Path, make_folders: bool = False, input_path
         raise EdgegazeError(f"{path} is a folder; give a file name")
     if input_path is not None and Path(str(input_path)).is_file() and path.resolve() == Path(str(input_path)).resolve():
         raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
-    folder = path.parent
-    while make_folders and not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = _nearest_existing(path.parent) if make_folders else path.parent
     try:
         _probe(folder)
     except OSError as e:
         raise EdgegazeError(f"cannot write {path}: {folder} is not a writable folder ({e.strerror}); "
                             "choose another path") from None
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
 
 
 def _probe(folder: Path) -> None:
@@ -83,7 +85,7 @@ def check_out_dir(out: str | Path, create: bool = True) -> Path:
     making it (the nearest folder that exists is probed)."""
     out = Path(out).expanduser()
     if not create:
-        first = next(p for p in (out, *out.parents) if p.exists())
+        first = _nearest_existing(out)
         try:
             _probe(first)
         except OSError:
@@ -115,7 +117,7 @@ def home() -> Path:
 
 def check_home_writable() -> None:
     """Fail before minutes of optimizing when the IR it makes cannot be saved under home()."""
-    first = next(p for p in (home(), *home().parents) if p.exists())
+    first = _nearest_existing(home())
     try:
         _probe(first)
     except OSError as e:

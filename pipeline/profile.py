@@ -114,11 +114,10 @@ def _problem(profile: dict) -> str | None:
         if not isinstance(stages.get(kind), str):
             return (f"[stages] {kind} must be a zoo id (ID@PRECISION) or \"none\", not {stages.get(kind)!r}"
                     if kind in stages else f"[stages] has no {kind}; add {kind} = \"none\" or ID@PRECISION")
-    runtime = profile.get("runtime", {})
     for table in ("runtime", "machine"):
         if not isinstance(profile.get(table, {}), dict):
             return f"{table} must be a [{table}] table"
-    for key, value in runtime.items():
+    for key, value in profile.get("runtime", {}).items():
         if key not in RUNTIME:
             return f"[runtime] has an unknown key '{key}' (valid: {', '.join(RUNTIME)})"
         kind, least, what = RUNTIME[key]
