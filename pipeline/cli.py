@@ -89,7 +89,7 @@ def _models_show(args) -> int:
 def _models_fetch(args) -> int:
     from pipeline import zoo
 
-    for spec in zoo.select(args.set, args.model):
+    for spec in zoo.select(_selected_set(args), args.model):
         files = zoo.fetch(spec, mirror=args.mirror)
         print(f"{spec.id}: {len(files)} file(s) verified in {files[0].parent.parent}")
     return 0
@@ -106,7 +106,7 @@ def _convert(args) -> int:
         if precision not in convertible:
             raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "
                                 "(INT8 and pruned forms come from `edgegaze optimize`)")
-    for spec in zoo.select(args.set, args.model):
+    for spec in zoo.select(_selected_set(args), args.model):
         for precision in precisions:
             if precision in spec.precisions:
                 convert.convert(spec, precision, force=args.force)
@@ -229,7 +229,7 @@ def _mouse(args) -> int:
 def _optimize_quantize(args) -> int:
     from pipeline.optimize import quantize
 
-    reports = quantize.quantize(args.set, args.model, args.calib, subset=args.subset, preset=args.preset,
+    reports = quantize.quantize(_selected_set(args), args.model, args.calib, subset=args.subset, preset=args.preset,
                                 max_drop=args.max_drop, ignore=args.ignore, full_sensitivity=args.sensitivity,
                                 force=args.force, out=args.out)
     print(quantize.summary_markdown(reports), end="")
@@ -309,8 +309,13 @@ def add_param_option(p: argparse.ArgumentParser) -> None:
                         "(repeatable; `edgegaze models show ID` lists them)")
 
 
-def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -> None:
-    p.add_argument("--set", default=default_set, help="model set: mediapipe, omz or all")
+def _selected_set(args) -> str | None:
+    """--set as given; mediapipe when neither --set nor --model is (so that both can be checked)."""
+    return args.set or (None if args.model else "mediapipe")
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", help="model set: mediapipe, omz or all (default: mediapipe, unless --model is given)")
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
@@ -330,7 +335,7 @@ def _add_models(sub) -> None:
     p.add_argument("id", help="zoo model id, or mesh")
     p.set_defaults(func=_models_show)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
-    _add_selection(p, default_set="mediapipe")
+    _add_selection(p)
     p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); env EDGEGAZE_MIRROR")
     p.set_defaults(func=_models_fetch)
 
@@ -338,7 +343,7 @@ def _add_models(sub) -> None:
 def _add_convert(sub) -> None:
     """`convert`: zoo models to OpenVINO IR."""
     p = sub.add_parser("convert", help="convert fetched models to OpenVINO IR")
-    _add_selection(p, default_set="mediapipe")
+    _add_selection(p)
     p.add_argument("--precision", default="FP32,FP16", help="comma list: FP32, FP16 (OMZ models also FP16-INT8)")
     p.add_argument("--force", action="store_true", help="rebuild even when the IR is up to date")
     p.set_defaults(func=_convert)
@@ -395,7 +400,7 @@ def _add_mouse(sub) -> None:
 def _add_quantize(optimize) -> None:
     """`optimize quantize`: NNCF INT8 inside an accuracy budget."""
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
-    _add_selection(p, default_set="mediapipe")
+    _add_selection(p)
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder")
     p.add_argument("--subset", type=int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")

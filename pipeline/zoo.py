@@ -106,16 +106,19 @@ def get(model_id: str) -> ModelSpec:
 
 
 def select(set_name: str | None = None, model_id: str | None = None) -> list[ModelSpec]:
-    """Models named by --model, or in --set (a set name or 'all')."""
-    if model_id:
-        return [get(model_id)]
+    """Models named by --model, or in --set (a set name or 'all'); both: the model must be in the set."""
     all_models, all_sets = _load()
-    name = set_name or "all"
-    if name == "all":
+    if set_name not in (None, "all", *all_sets):
+        raise EdgegazeError(f"unknown set '{set_name}'; valid sets: {', '.join(all_sets)}, all")
+    if model_id:
+        spec = get(model_id)
+        if set_name not in (None, "all", spec.set):  # was: --set silently ignored
+            raise EdgegazeError(f"--model {model_id} is in the {spec.set} set, not {set_name}; "
+                                "give --model alone, or --set alone for every model of a set")
+        return [spec]
+    if set_name in (None, "all"):
         return list(all_models.values())
-    if name not in all_sets:
-        raise EdgegazeError(f"unknown set '{name}'; valid sets: {', '.join(all_sets)}, all")
-    return [m for m in all_models.values() if m.set == name]
+    return [m for m in all_models.values() if m.set == set_name]
 
 
 def sha256(path: Path) -> str:

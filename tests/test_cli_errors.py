@@ -121,6 +121,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "report frames 0": (["report", "--input", video, "--out", "rep", "--frames", "0"], "--frames"),
         "convert unknown model": (["convert", "--model", "nope"], "nope"),
         "convert precision FP8": (["convert", "--precision", "FP8"], "not 'FP8'"),
+        "convert set and model disagree": (["convert", "--set", "omz", "--model", "face-landmark"],
+                                           "in the mediapipe set, not omz"),  # --set was ignored
         "convert precision empty": (["convert", "--precision", ","], "names no precision"),
         "mouse precision XYZ": (["mouse", "--dry-run", "--input", video, "--precision", "XYZ"], "valid: FP32"),  # was: prune it
         "report precision FP8": (["report", "--input", video, "--out", "rep", "--precision", "FP16,FP8"], "valid: FP32"),
