@@ -15,21 +15,21 @@ import time
 from pathlib import Path
 
 from pipeline.errors import EdgegazeError
-from pipeline.paths import atomic_write
+from pipeline.paths import atomic_write, check_out_dir
+from pipeline.sources import VIDEO_EXTENSIONS
 from pipeline.stages import params as stage_params
 
-VIDEO_EXTS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
 MAX_RETRIES = 2
 
 
 def list_videos(spec: str) -> list[Path]:
     """A folder's video files, or a glob's matches, sorted."""
     path = Path(spec).expanduser()
-    found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTS] if path.is_dir() else \
+    found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTENSIONS] if path.is_dir() else \
         [Path(p) for p in sorted(glob.glob(str(path)))]
     found = [p for p in found if p.is_file()]
     if not found:
-        raise EdgegazeError(f"--input {spec}: no videos found (give a folder of {', '.join(sorted(VIDEO_EXTS))} files or a glob)")
+        raise EdgegazeError(f"--input {spec}: no videos found (give a folder of {', '.join(sorted(VIDEO_EXTENSIONS))} files or a glob)")
     return found
 
 
@@ -51,6 +51,7 @@ def process_video(video: str, profile: dict, dest: str, max_frames: int | None, 
     tmp = Path(dest).with_name(f".{Path(dest).name}.part")
     s = run_to_outputs(pipeline, source, str(tmp), progress=False)
     if s.interrupted:
+        tmp.unlink(missing_ok=True)  # a part file would look like work in progress
         raise EdgegazeError(f"{video}: interrupted")
     os.replace(tmp, dest)
     return {"frames": s.frames, "frames_with_face": s.frames_with_face, "seconds": round(s.seconds, 3)}
@@ -79,20 +80,32 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
         raise EdgegazeError("--workers must be at least 1")
     profile = profiles.load(profile_path)
     stage_params.parse(params)  # a bad --param fails here, not in every Ray task
-    videos, out = list_videos(input_spec), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    videos = list_videos(input_spec)
+    # a stage id or precision the profile names but this machine lacks, too: built once here
+    profiles.build_pipeline(profile, params=params)
+    out = check_out_dir(out)
     names = output_names(videos)
     rows = {str(v): {"video": str(v), "output": names[v], "status": "skipped"} for v in videos}
     todo = [v for v in videos if not (out / names[v]).exists()]
     ray = cluster.init(address, num_cpus=workers)
     task = ray.remote(process_video).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=True)
     t0, pending = time.perf_counter(), {}
-    for v in todo:
-        if len(pending) >= workers:
+    try:
+        for v in todo:
+            if len(pending) >= workers:
+                _collect(ray, pending, rows, log)
+            pending[task.remote(str(v), profile, str(out / names[v]), max_frames, params)] = str(v)
+        while pending:
             _collect(ray, pending, rows, log)
-        pending[task.remote(str(v), profile, str(out / names[v]), max_frames, params)] = str(v)
-    while pending:
-        _collect(ray, pending, rows, log)
+    except KeyboardInterrupt:  # Ctrl-C: stop the videos in hand and leave no part files of them
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        ray.wait(list(pending), num_returns=len(pending), timeout=10)  # the workers are gone before the unlink
+        for video in pending.values():
+            name = names[Path(video)]  # process_video's temp file, and run_to_outputs' own under it
+            for part in (out / f".{name}.part", out / f"..{name}.part.part"):
+                part.unlink(missing_ok=True)
+        raise
     seconds = time.perf_counter() - t0
     frames = sum(r.get("frames", 0) for r in rows.values() if r["status"] == "done")
     summary = {"profile": str(profile_path), "workers": workers, "max_retries": MAX_RETRIES, "seconds": round(seconds, 2),

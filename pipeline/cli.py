@@ -8,6 +8,7 @@ A user mistake (EdgegazeError or a bad argument) prints one line and exits 2; Ct
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from pipeline.errors import EdgegazeError
@@ -33,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _int_at_least(low: int):
+def int_at_least(low: int):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -41,6 +42,25 @@ def _int_at_least(low: int):
             raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
+
+
+def number(above: float | None = None, low: float | None = None, high: float | None = None):
+    """argparse type: a finite number above `above`, in [low, high] (each bound optional)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+        if above is not None and value <= above:
+            raise argparse.ArgumentTypeError(f"{text} must be above {above:g}")
+        if low is not None and value < low or high is not None and value > high:
+            span = (f"between {low:g} and {high:g}" if low is not None and high is not None
+                    else f"at least {low:g}" if low is not None else f"at most {high:g}")
+            raise argparse.ArgumentTypeError(f"{text} must be {span}")
         return value
     return parse
 
@@ -69,7 +89,7 @@ def _models_show(args) -> int:
 def _models_fetch(args) -> int:
     from pipeline import zoo
 
-    for spec in zoo.select(args.set, args.model):
+    for spec in zoo.select(_selected_set(args), args.model):
         files = zoo.fetch(spec, mirror=args.mirror)
         print(f"{spec.id}: {len(files)} file(s) verified in {files[0].parent.parent}")
     return 0
@@ -80,11 +100,13 @@ def _convert(args) -> int:
 
     precisions = [p.strip().upper() for p in args.precision.split(",") if p.strip()]
     convertible = sorted({p for spec in zoo.select("all") for p in spec.precisions})
+    if not precisions:  # converted nothing and exited 0
+        raise EdgegazeError(f"--precision names no precision; give a comma list of {', '.join(convertible)}")
     for precision in precisions:
         if precision not in convertible:
             raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "
                                 "(INT8 and pruned forms come from `edgegaze optimize`)")
-    for spec in zoo.select(args.set, args.model):
+    for spec in zoo.select(_selected_set(args), args.model):
         for precision in precisions:
             if precision in spec.precisions:
                 convert.convert(spec, precision, force=args.force)
@@ -102,7 +124,7 @@ def _run(args) -> int:
     _apply_profile(args)
     runtime.check_precision(args.precision.upper())
     runtime.check_device(args.device)
-    check_outputs(args.json, args.output, args.show)
+    check_outputs(args.json, args.output, args.show, args.input)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
     pipeline = Pipeline.from_set(
         args.models, args.precision.upper(), args.device, **stage_overrides(args), hint=args.hint,
@@ -135,8 +157,10 @@ def _apply_profile(args) -> None:
 
 
 def _optimize_pipeline(args) -> int:
+    from pipeline import paths
     from pipeline.optimize import pareto, search
 
+    paths.check_out_dir(args.out, create=False)  # written after the search, minutes later
     split = lambda text: [s.strip() for s in (text or "").split(",") if s.strip()]  # noqa: E731
     result = search.search(split(args.input), split(args.eval), search.parse_drops(args.max_drop), args.budget_ms,
                            args.budget_cpu_ms, args.space, args.max_candidates, args.max_frames, args.address)
@@ -163,13 +187,13 @@ def _add_search_batch(sub, optimize) -> None:
                             "writes profile.toml and a Pareto report")
     p.add_argument("--input", required=True, help="video(s), comma-separated: speed, faces found and gaze are measured on them")
     p.add_argument("--eval", default="", help="labeled data, comma-separated: AFLW2000-3D folders (head-pose MAE)")
-    p.add_argument("--budget-ms", type=float, help="wall ms per frame the pipeline may take")
-    p.add_argument("--budget-cpu-ms", type=float, help="process CPU ms per frame the pipeline may take")
+    p.add_argument("--budget-ms", type=number(above=0), help="wall ms per frame the pipeline may take")
+    p.add_argument("--budget-cpu-ms", type=number(above=0), help="process CPU ms per frame the pipeline may take")
     p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
                    "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
-    p.add_argument("--max-candidates", type=_int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
-    p.add_argument("--max-frames", type=_int_at_least(1), default=60, help="frames per input video (default 60)")
+    p.add_argument("--max-candidates", type=int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
+    p.add_argument("--max-frames", type=int_at_least(1), default=60, help="frames per input video (default 60)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")
     p.set_defaults(func=_optimize_pipeline)
@@ -177,8 +201,8 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
     p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
     p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
-    p.add_argument("--workers", type=_int_at_least(1), default=2, help="videos processed at once (default 2)")
-    p.add_argument("--max-frames", type=_int_at_least(1), help="frames per video")
+    p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
+    p.add_argument("--max-frames", type=int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
     add_param_option(p)
     p.set_defaults(func=_batch)
@@ -204,7 +228,7 @@ def _mouse(args) -> int:
 def _optimize_quantize(args) -> int:
     from pipeline.optimize import quantize
 
-    reports = quantize.quantize(args.set, args.model, args.calib, subset=args.subset, preset=args.preset,
+    reports = quantize.quantize(_selected_set(args), args.model, args.calib, subset=args.subset, preset=args.preset,
                                 max_drop=args.max_drop, ignore=args.ignore, full_sensitivity=args.sensitivity,
                                 force=args.force, out=args.out, check=args.check)
     print(quantize.summary_markdown(reports), end="")
@@ -225,9 +249,10 @@ def _optimize_prune(args) -> int:
 def _eval(args) -> int:
     from importlib import import_module
 
-    from pipeline import runtime
+    from pipeline import paths, runtime
 
     runtime.check_precision(args.precision)
+    paths.check_out_dir(args.out, create=False)  # the results are written after the whole evaluation
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze", "params")}}
     if args.kind == "gaze-session":
@@ -299,8 +324,13 @@ def add_param_option(p: argparse.ArgumentParser) -> None:
                         "(repeatable; `edgegaze models show ID` lists them)")
 
 
-def _add_selection(p: argparse.ArgumentParser, default_set: str | None = None) -> None:
-    p.add_argument("--set", default=default_set, help="model set: mediapipe, omz or all")
+def _selected_set(args) -> str | None:
+    """--set as given; mediapipe when neither --set nor --model is (so that both can be checked)."""
+    return args.set or (None if args.model else "mediapipe")
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", help="model set: mediapipe, omz or all (default: mediapipe, unless --model is given)")
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
@@ -320,7 +350,7 @@ def _add_models(sub) -> None:
     p.add_argument("id", help="zoo model id, or mesh")
     p.set_defaults(func=_models_show)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
-    _add_selection(p, default_set="mediapipe")
+    _add_selection(p)
     p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); env EDGEGAZE_MIRROR")
     p.set_defaults(func=_models_fetch)
 
@@ -328,7 +358,7 @@ def _add_models(sub) -> None:
 def _add_convert(sub) -> None:
     """`convert`: zoo models to OpenVINO IR."""
     p = sub.add_parser("convert", help="convert fetched models to OpenVINO IR")
-    _add_selection(p, default_set="mediapipe")
+    _add_selection(p)
     p.add_argument("--precision", default="FP32,FP16", help="comma list: FP32, FP16 (OMZ models also FP16-INT8)")
     p.add_argument("--force", action="store_true", help="rebuild even when the IR is up to date")
     p.set_defaults(func=_convert)
@@ -342,18 +372,18 @@ def _add_run(sub) -> None:
     p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
                    "lists (CPU, GPU, NPU), or AUTO")
     add_stage_options(p)
-    p.add_argument("--max-faces", type=_int_at_least(1), default=1, help="most faces followed per frame")
+    p.add_argument("--max-faces", type=int_at_least(1), default=1, help="most faces followed per frame")
     p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
-    p.add_argument("--threads", type=_int_at_least(0), default=None,
+    p.add_argument("--threads", type=int_at_least(0), default=None,
                    help="inference threads per model (default 1, measured cheapest here; 0: OpenVINO chooses)")
     p.add_argument("--output", help="annotated video: .mp4 or .avi")
     p.add_argument("--json", help="JSON Lines, one object per frame")
-    p.add_argument("--max-frames", type=_int_at_least(1), help="stop after this many frames (default: the whole input)")
+    p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: the whole input)")
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
-    p.add_argument("--redetect-every", type=_int_at_least(1), default=30, help="with tracking: run the detector every N frames")
+    p.add_argument("--redetect-every", type=int_at_least(1), default=30, help="with tracking: run the detector every N frames")
     p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
     add_param_option(p)
     p.set_defaults(func=_run)
@@ -363,8 +393,8 @@ def _add_report(sub) -> None:
     """`report`: FLOPs, latency, throughput, energy and profile of the stage models."""
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
     _add_input_models(p, "video (or image) whose frames feed the models", "comma list, e.g. FP16,FP16-INT8")
-    p.add_argument("--frames", type=_int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
-    p.add_argument("--cpu-tdp", type=float, help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
+    p.add_argument("--frames", type=int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
+    p.add_argument("--cpu-tdp", type=number(above=0), help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
     p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
     add_param_option(p)
@@ -383,12 +413,12 @@ def _add_mouse(sub) -> None:
 def _add_quantize(optimize) -> None:
     """`optimize quantize`: NNCF INT8 inside an accuracy budget."""
     p = optimize.add_parser("quantize", help="NNCF INT8 from real frames, kept inside an accuracy budget (writes <ir>/<id>/INT8/)")
-    _add_selection(p, default_set="mediapipe")
+    _add_selection(p)
     p.add_argument("--calib", required=True, help="calibration source: a video, a webcam recording or an image folder; "
                    "comma-separate several (other people, light) so the INT8 model holds beyond one recording")
     p.add_argument("--check", help="other recording(s), comma-separated, the final INT8 model must also stay in budget on "
                    "(default: the last eighth of each --calib source, which no choice sees)")
-    p.add_argument("--subset", type=_int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
+    p.add_argument("--subset", type=int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
                    help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable; see pipeline/optimize/metrics.py)")
@@ -409,19 +439,19 @@ def _add_prune(optimize) -> None:
     p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
-    p.add_argument("--steps", type=_int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
+    p.add_argument("--steps", type=int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
                    "the iris model takes 0.2-0.3 s a step on 2 cores")
     p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")
     p.add_argument("--tag", help="precision tag of the output (default PRUNED<ratio%%> or CH<ratio%%>)")
     p.add_argument("--per-unit", default="sensitivity", choices=["sensitivity", "uniform"],
                    help="structured: per-unit ratios from the sensitivity analysis (default) or the same everywhere")
-    p.add_argument("--frames", type=_int_at_least(1), default=960, help="frames sampled from the calibration sources (the last quarter "
+    p.add_argument("--frames", type=int_at_least(1), default=960, help="frames sampled from the calibration sources (the last quarter "
                    "of each is held out to measure recovery)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="structured: skip the least-squares refit before distillation")
-    p.add_argument("--focus", type=float, default=1.0, help="extra distillation weight on the outputs the pipeline reads "
+    p.add_argument("--focus", type=number(low=0), default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
-    p.add_argument("--channel-block", type=_int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
+    p.add_argument("--channel-block", type=int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)
 

@@ -70,10 +70,13 @@ def embed_preprocessing(model: ov.Model, spec_input: dict) -> ov.Model:
 def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) -> Path:
     """Write <ir>/<model-id>/<precision>/ atomically: a finished folder replaces the old one whole."""
     final = paths.ir_dir(model_id, precision)
-    final.parent.mkdir(parents=True, exist_ok=True)
     for key, value in provenance.items():
         model.set_rt_info(str(value), ["edgegaze", key])
-    tmp = Path(tempfile.mkdtemp(prefix=f".{precision}.", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{precision}.", dir=final.parent))
+    except OSError as e:
+        raise EdgegazeError(f"cannot write IR to {final.parent} ({e.strerror}); set EDGEGAZE_HOME to a writable folder") from None
     try:
         ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=(precision == "FP16"))
         provenance = {**provenance, "ir_sha256": ir_hashes(tmp / f"{model_id}.xml")}
@@ -103,12 +106,14 @@ def ir_problem(xml: Path) -> str | None:
     # the stamp lives outside the IR folder, which save_ir replaces whole
     stamp_file = xml.parents[2] / ".verified" / f"{xml.parent.parent.name}@{xml.parent.name}.json"
     stamp = _stamp(xml)
-    if stamp_file.exists() and json.loads(stamp_file.read_text() or "{}") == stamp:
+    if paths.json_object(stamp_file) == stamp:
         return None
     end = max((int(o) + int(n) for o, n in re.findall(r'<data [^>]*?offset="(\d+)"[^>]*?size="(\d+)"', xml.read_text())),
               default=0)
     if bin_path.stat().st_size < end:
         return f"its .bin is truncated ({bin_path.stat().st_size} of {end} bytes)"
+    if (xml.parent / "provenance.json").exists() and provenance_of_dir(xml.parent) is None:
+        return "its provenance.json is unreadable"
     recorded = (provenance_of_dir(xml.parent) or {}).get("ir_sha256")
     if recorded and ir_hashes(xml) != recorded:
         return "its .xml or .bin does not match the sha256 recorded when it was written"
@@ -139,8 +144,7 @@ def ensure_intact(model_id: str, precision: str, xml: Path, log=_warn) -> Path:
 
 
 def provenance_of_dir(folder: Path) -> dict | None:
-    path = folder / "provenance.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return paths.json_object(folder / "provenance.json")
 
 
 def provenance_of(model_id: str, precision: str) -> dict | None:
@@ -148,7 +152,7 @@ def provenance_of(model_id: str, precision: str) -> dict | None:
     xml = paths.ir_path(model_id, precision)
     if not (path.exists() and xml.exists() and xml.with_suffix(".bin").exists()):
         return None
-    return json.loads(path.read_text())
+    return paths.json_object(path)
 
 
 def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, log=print) -> Path:

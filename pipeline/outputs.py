@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from pipeline.draw import annotate
 from pipeline.errors import EdgegazeError
+from pipeline.paths import check_writable_file
 from pipeline.results import FaceResult
 from pipeline.runner import FrameResult, Pipeline
 from pipeline.sources import Source, prefetch
@@ -69,17 +70,14 @@ def frame_record(fr: FrameResult) -> dict:
 VIDEO_CODECS = {".mp4": "mp4v", ".avi": "MJPG"}
 
 
-def _check_writable(path: str | None) -> None:
-    if path and not os.access(Path(path).expanduser().resolve().parent, os.W_OK):
-        raise EdgegazeError(f"cannot write {path}: its folder does not exist or is not writable")
-
-
-def check_outputs(json_path: str | None, video_path: str | None, show: bool = False) -> None:
-    """Every output can be written, before any model is loaded."""
+def check_outputs(json_path: str | None, video_path: str | None, show: bool = False, input_path=None) -> None:
+    """Every output can be written, and replaces neither the input nor the other output, before any
+    model is loaded."""
     for path in (json_path, video_path):
-        _check_writable(path)
-        if path and Path(path).is_dir():
-            raise EdgegazeError(f"{path} is a folder; give a file name")
+        if path:
+            check_writable_file(path, input_path=input_path)
+    if json_path and video_path and Path(json_path).resolve() == Path(video_path).resolve():
+        raise EdgegazeError(f"--json and --output are the same file ({json_path}); give each its own name")
     if video_path and Path(video_path).suffix.lower() not in VIDEO_CODECS:
         raise EdgegazeError(f"--output {video_path}: the video writer makes {', '.join(VIDEO_CODECS)} files; "
                             f"name it e.g. {Path(video_path).with_suffix('.mp4').name}")
@@ -101,6 +99,17 @@ class RunSummary:
         return self.frames / self.seconds if self.seconds else 0.0
 
 
+def _letterbox(image: np.ndarray, w: int, h: int) -> np.ndarray:
+    """`image` scaled to fit w x h, centred on black."""
+    ih, iw = image.shape[:2]
+    scale = min(w / iw, h / ih)
+    sw, sh = max(1, round(iw * scale)), max(1, round(ih * scale))
+    out = np.zeros((h, w, 3), np.uint8)
+    x, y = (w - sw) // 2, (h - sh) // 2
+    out[y:y + sh, x:x + sw] = cv2.resize(image, (sw, sh), interpolation=cv2.INTER_AREA)
+    return out
+
+
 class _VideoOut:
     """An annotated video written under `<name>.part<ext>`, opened at the first frame (its size)."""
 
@@ -117,6 +126,9 @@ class _VideoOut:
                 self.writer = None
                 raise EdgegazeError(f"cannot write video {self.path}: the {codec} encoder refused {w}x{h} frames "
                                     f"(at least 2x2 pixels are needed); leave out --output")
+            self.size = (w, h)
+        if image.shape[1::-1] != self.size:  # an image folder of mixed sizes: the writer silently dropped these
+            image = _letterbox(image, *self.size)
         self.writer.write(image)
         self.frames += 1
 
@@ -184,7 +196,7 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
 
     The JSON Lines, the video and the count hold the same frames. Ctrl-C, or a source that fails
     mid-run, ends the run with every finished frame saved."""
-    check_outputs(json_path, video_path, show)
+    check_outputs(json_path, video_path, show, getattr(source, "src", None))
     summary = RunSummary()
     jsonl = _JsonLines(json_path) if json_path else None
     video = _VideoOut(video_path, source.fps) if video_path else None

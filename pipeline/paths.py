@@ -8,12 +8,15 @@ blob cache).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 import platformdirs
+
+from pipeline.errors import EdgegazeError
 
 CHECKOUT_MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -38,6 +41,64 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
     return path
 
 
+def json_object(path: str | Path) -> dict | None:
+    """A JSON object edgegaze wrote (a stamp, a provenance, a report); None when it is missing or
+    unreadable (cut short by a crash or a full disk, or edited by hand)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):  # ValueError: not JSON, not UTF-8
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_writable_file(path: str | Path, make_folders: bool = False, input_path=None) -> None:
+    """Fail before any work when a new file cannot be written at `path`, or would replace the input
+    file: a file is created in its folder and removed (permission bits alone do not tell, e.g. for
+    root or under /proc). With make_folders, missing folders will be made, so their nearest
+    existing one is probed."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise EdgegazeError(f"{path} is a folder; give a file name")
+    if input_path is not None and Path(str(input_path)).is_file() and path.resolve() == Path(str(input_path)).resolve():
+        raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
+    folder = _nearest_existing(path.parent) if make_folders else path.parent
+    try:
+        _probe(folder)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write {path}: {folder} is not a writable folder ({e.strerror}); "
+                            "choose another path") from None
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def _probe(folder: Path) -> None:
+    """Create and remove a file in `folder` (permission bits alone do not tell, e.g. for root or under /proc)."""
+    fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_out_dir(out: str | Path, create: bool = True) -> Path:
+    """Fail before any work if the folder --out cannot be written; create=False checks without
+    making it (the nearest folder that exists is probed)."""
+    out = Path(out).expanduser()
+    if not create:
+        first = _nearest_existing(out)
+        try:
+            _probe(first)
+        except OSError:
+            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder") from None
+        return out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _probe(out)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
+    return out
+
+
 def manifest_path() -> Path:
     """EDGEGAZE_ZOO; else the checkout's models/zoo.toml; else the copy installed with the package."""
     if "EDGEGAZE_ZOO" in os.environ:
@@ -52,6 +113,16 @@ def home() -> Path:
     if (CHECKOUT_MODELS / "zoo.toml").exists():
         return CHECKOUT_MODELS
     return Path(platformdirs.user_cache_dir("edgegaze"))
+
+
+def check_home_writable() -> None:
+    """Fail before minutes of optimizing when the IR it makes cannot be saved under home()."""
+    first = _nearest_existing(home())
+    try:
+        _probe(first)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write to the model folder {home()} ({first}: {e.strerror}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
 
 
 def cache_dir() -> Path:

@@ -79,6 +79,8 @@ def write(path: str | Path, profile: dict) -> Path:
 def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> dict:
     """Read and check a profile; warn (one line) when it was measured on another CPU."""
     path = Path(path)
+    if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`
+        raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'}")
     if not path.is_file():
         raise EdgegazeError(f"profile {path} not found; make one with `edgegaze optimize pipeline --out DIR`")
     try:
@@ -87,11 +89,41 @@ def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> di
         raise EdgegazeError(f"profile {path} is not valid TOML ({e}); remake it with `edgegaze optimize pipeline`") from None
     if profile.get("version") != VERSION or not isinstance(profile.get("stages"), dict) or "face" not in profile["stages"]:
         raise EdgegazeError(f"profile {path} is not an edgegaze deployment profile version {VERSION} (needs [stages] face = ...)")
+    problem = _problem(profile)
+    if problem:
+        raise EdgegazeError(f"profile {path}: {problem}; fix it or remake it with `edgegaze optimize pipeline`")
     made_on = profile.get("machine", {}).get("cpu")
     if made_on and made_on != cpu_model():
         warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
              "its figures may not hold here")
     return profile
+
+
+# [runtime] key -> (type, least value, what it must be); a missing key takes the edgegaze default
+RUNTIME = {"tracking": (bool, None, "true or false"), "async_mode": (bool, None, "true or false"),
+           "redetect_every": (int, 1, "a whole number >= 1"), "threads": (int, 0, "a whole number >= 0 (0: OpenVINO chooses)")}
+
+
+def _problem(profile: dict) -> str | None:
+    """What is wrong with a profile's [stages], [runtime] and [machine] tables (None: nothing)."""
+    stages = profile["stages"]
+    for kind in stages:
+        if kind not in KINDS:
+            return f"[stages] has an unknown stage '{kind}' (valid: {', '.join(KINDS)})"
+    for kind in KINDS:
+        if not isinstance(stages.get(kind), str):
+            return (f"[stages] {kind} must be a zoo id (ID@PRECISION) or \"none\", not {stages.get(kind)!r}"
+                    if kind in stages else f"[stages] has no {kind}; add {kind} = \"none\" or ID@PRECISION")
+    for table in ("runtime", "machine"):
+        if not isinstance(profile.get(table, {}), dict):
+            return f"{table} must be a [{table}] table"
+    for key, value in profile.get("runtime", {}).items():
+        if key not in RUNTIME:
+            return f"[runtime] has an unknown key '{key}' (valid: {', '.join(RUNTIME)})"
+        kind, least, what = RUNTIME[key]
+        if type(value) is not kind or (least is not None and value < least):
+            return f"[runtime] {key} must be {what}, not {value!r}"
+    return None
 
 
 def pipeline_kwargs(profile: dict) -> dict:

@@ -55,18 +55,27 @@ def _flag(kind: str) -> str:
     return "--" + kind.replace("_", "-")
 
 
+def _offer(kind: str) -> list[str]:
+    """The stage ids that can fill `kind`: zoo models of that stage, then model-free stages."""
+    return [i for i, spec in zoo.models().items() if spec.stage == kind] + \
+        [i for i in stages.MODEL_FREE if stages.stage_class(i).kind == kind]
+
+
 def check_requires(chosen: dict[str, str]) -> None:
-    """Every stage's `requires` (stage kind -> implementation or any) is met by `chosen` (kind -> id)."""
+    """Every stage id does the kind of stage it was chosen for, and every stage's `requires` (stage
+    kind -> implementation or any) is met by `chosen` (kind -> id)."""
+    for kind, impl in chosen.items():  # unknown ids fail here with the valid list
+        if stages.stage_class(impl).kind != kind:  # ran until the first frame, then crashed the interpreter
+            raise EdgegazeError(f"{_flag(kind)} {impl}: {impl} is a {stages.stage_class(impl).kind.replace('_', '-')} "
+                                f"stage; {_flag(kind)} takes {' or '.join(_offer(kind))}")
     for kind, impl in chosen.items():
-        for need, want in stages.stage_class(impl).requires.items():  # unknown ids fail here with the valid list
+        for need, want in stages.stage_class(impl).requires.items():
             if chosen.get(need) and want in (None, chosen[need]):
                 continue
             if want:
                 raise EdgegazeError(f"{_flag(kind)} {impl} needs {_flag(need)} {want}")
-            offer = [i for i, spec in zoo.models().items() if spec.stage == need] + \
-                [i for i in stages.MODEL_FREE if stages.stage_class(i).kind == need]
             raise EdgegazeError(f"{_flag(kind)} {impl} needs a {need.replace('_', '-')} stage; add "
-                                f"{_flag(need)} {' or '.join(offer)}")
+                                f"{_flag(need)} {' or '.join(_offer(need))}")
 
 
 def _timed(ms: dict, kind: str, fn, *args):

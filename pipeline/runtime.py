@@ -34,6 +34,7 @@ def compile_model(
 ) -> ov.CompiledModel:
     """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint)."""
     check_device(device)
+    device = device.upper()  # OpenVINO's device names are upper case; check_device takes any case
     try:
         return core().compile_model(model if isinstance(model, ov.Model) else str(model), device,
                                     config(hint, threads, streams, profile, inference_precision))

@@ -22,6 +22,7 @@ import numpy as np
 from pipeline.errors import EdgegazeError
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
+VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}  # what batch looks for in a folder
 
 
 @dataclass
@@ -64,25 +65,30 @@ class Source:
             return
         path = Path(text).expanduser()
         if not path.exists():
-            raise EdgegazeError(f"input not found: {path}")
+            raise EdgegazeError(f"input not found: {path}; check the path, or pass a webcam index such as 0")
         if path.is_dir():
             self.kind = "images"
             self._images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
             if not self._images:
-                raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}")
+                if any(p.suffix.lower() in VIDEO_EXTENSIONS for p in path.iterdir()):
+                    raise EdgegazeError(f"folder {path} holds videos, not images: give one video file, or run a folder "
+                                        "of videos with `edgegaze batch --input FOLDER --profile FILE --out DIR`")
+                raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}; pass a folder "
+                                    "of images, an image or a video")
             self.length = len(self._images)
         elif path.suffix.lower() in IMAGE_EXTENSIONS:
             self.kind = "images"
             self._images = [path]
             self.length = 1
             if cv2.imread(str(path), cv2.IMREAD_UNCHANGED) is None:
-                raise EdgegazeError(f"cannot read image {path}: not an image or corrupt")
+                raise EdgegazeError(f"cannot read image {path}: not an image or corrupt; pass a readable image")
         else:
             self.kind = "video"
             self._cap = cv2.VideoCapture(str(path))
             ok = self._cap.isOpened() and self._cap.grab()
             if not ok:
-                raise EdgegazeError(f"cannot decode video {path}: not a video or corrupt")
+                raise EdgegazeError(f"cannot decode video {path}: not a video or corrupt; pass a video OpenCV reads "
+                                    "(e.g. .mp4, .avi), an image or an image folder")
             self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
             self.fps = self._cap.get(cv2.CAP_PROP_FPS) or 30.0
             count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
@@ -101,6 +107,9 @@ class Source:
                     self.unreadable.append(path.name)  # skipped, not fatal; named at the end
                     continue
                 yield Frame(i, 0.0, to_bgr(image), path.name)
+            if len(self.unreadable) == len(self._images):  # nothing to run on: a failure, not a run of 0 frames
+                raise EdgegazeError(f"no image in {self.src} could be read ({self.skipped_note().removeprefix('skipped ')}); "
+                                    "pass a folder of readable images")
             return
         start, i = time.monotonic(), 0
         while True:

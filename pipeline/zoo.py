@@ -77,13 +77,17 @@ def _load() -> tuple[dict[str, ModelSpec], dict[str, dict]]:
     path = paths.manifest_path()
     if not path.exists():
         raise EdgegazeError(f"model manifest not found at {path}; set EDGEGAZE_ZOO to models/zoo.toml of a checkout")
-    data = tomllib.loads(path.read_text())
-    models = {}
-    for m in data["models"]:
-        files = tuple(ModelFile(**f) for f in m.pop("files"))
-        m.pop("published_precisions", None)
-        models[m["id"]] = ModelSpec(files=files, precisions=tuple(m.pop("precisions")), **m)
-    return models, data["sets"]
+    try:
+        data = tomllib.loads(path.read_text())
+        models = {}
+        for m in data["models"]:
+            files = tuple(ModelFile(**f) for f in m.pop("files"))
+            m.pop("published_precisions", None)
+            models[m["id"]] = ModelSpec(files=files, precisions=tuple(m.pop("precisions")), **m)
+        return models, dict(data["sets"])
+    except (OSError, ValueError, KeyError, TypeError) as e:  # a folder; not TOML or UTF-8; a missing or unknown key
+        raise EdgegazeError(f"model manifest {path} is not an edgegaze zoo ({type(e).__name__}: {e}); "
+                            "set EDGEGAZE_ZOO to models/zoo.toml of a checkout, or unset it") from None
 
 
 def models() -> dict[str, ModelSpec]:
@@ -102,16 +106,19 @@ def get(model_id: str) -> ModelSpec:
 
 
 def select(set_name: str | None = None, model_id: str | None = None) -> list[ModelSpec]:
-    """Models named by --model, or in --set (a set name or 'all')."""
-    if model_id:
-        return [get(model_id)]
+    """Models named by --model, or in --set (a set name or 'all'); both: the model must be in the set."""
     all_models, all_sets = _load()
-    name = set_name or "all"
-    if name == "all":
+    if set_name not in (None, "all", *all_sets):
+        raise EdgegazeError(f"unknown set '{set_name}'; valid sets: {', '.join(all_sets)}, all")
+    if model_id:
+        spec = get(model_id)
+        if set_name not in (None, "all", spec.set):  # was: --set silently ignored
+            raise EdgegazeError(f"--model {model_id} is in the {spec.set} set, not {set_name}; "
+                                "give --model alone, or --set alone for every model of a set")
+        return [spec]
+    if set_name in (None, "all"):
         return list(all_models.values())
-    if name not in all_sets:
-        raise EdgegazeError(f"unknown set '{name}'; valid sets: {', '.join(all_sets)}, all")
-    return [m for m in all_models.values() if m.set == name]
+    return [m for m in all_models.values() if m.set == set_name]
 
 
 def sha256(path: Path) -> str:
@@ -151,13 +158,18 @@ def _install(tmp: Path, dest: Path, f: ModelFile) -> None:
     actual = sha256(tmp)
     if actual != f.sha256:
         tmp.unlink(missing_ok=True)
-        raise EdgegazeError(f"checksum mismatch for {f.name}: expected sha256 {f.sha256}, got {actual}; file discarded")
+        raise EdgegazeError(f"checksum mismatch for {f.name}: expected sha256 {f.sha256}, got {actual}; file discarded "
+                            "(a damaged download or copy, or another version: fetch again, or use another --mirror)")
     os.replace(tmp, dest)
 
 
 def _tmp_beside(dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write the model cache {dest.parent} ({e.strerror}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
     os.close(fd)
     return Path(name)
 
@@ -214,7 +226,8 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
     mirror = mirror or os.environ.get("EDGEGAZE_MIRROR")
     mirror = Path(mirror).expanduser() if mirror else None
     if mirror is not None and not mirror.is_dir():
-        raise EdgegazeError(f"mirror folder {mirror} does not exist")
+        raise EdgegazeError(f"mirror folder {mirror} does not exist" if not mirror.exists() else
+                            f"mirror {mirror} is a file; pass the folder that holds intel/<model>/<precision>/")
     done = []
     for f in spec.files:
         dest = spec.cached(f)

@@ -39,6 +39,15 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("inputs")
     cv2.imwrite(str(d / "one_pixel.png"), np.zeros((1, 1, 3), np.uint8))
     (d / "garbage.mp4").write_bytes(b"not a video at all\n" * 10)
+    (d / "broken_images").mkdir()
+    (d / "broken_images" / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    stages = {"face": "face-detection-short-range@FP32", "landmarks": "face-landmark@FP32", "head_pose": "mesh",
+              "gaze": "iris-landmark@FP32", "eye_state": "none"}
+    profile = "version = 1\n[stages]\n" + "".join(f'{k} = "{v}"\n' for k, v in stages.items())
+    (d / "profile.toml").write_text(profile)
+    (d / "no_eye_state.toml").write_text(profile.replace('eye_state = "none"\n', ""))
+    (d / "redetect_x.toml").write_text(profile + '[runtime]\nredetect_every = "x"\n')
+    (d / "unknown_face.toml").write_text(profile.replace("face-detection-short-range@FP32", "nope@FP32"))
     return d
 
 
@@ -57,24 +66,84 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "max-faces 0": ([*run, "--max-faces", "0"], "--max-faces"),
         "hint choice": ([*run, "--hint", "FAST"], "invalid choice"),
         "unknown set": ([*run, "--models", "nope"], "valid sets"),
+        # a model of another stage kind crashed the interpreter at the first frame (TypeError, then abort)
+        "face is an iris model": ([*run, "--face", "iris-landmark"], "iris-landmark is a gaze stage; --face takes"),
         "unknown stage id": ([*run, "--gaze", "nope"], "valid:"),
         "missing input": (["run", "--input", "missing.mp4", "--json", "out.jsonl"], "not found"),
         "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
-        "json into missing folder": (["run", "--input", video, "--json", "no/such/dir/out.jsonl"], "not writable"),
+        "folder of videos": (["run", "--input", video.parent, "--json", "out.jsonl"], "edgegaze batch"),  # was: no images
+        "no readable image": (["run", "--input", inputs / "broken_images", "--json", "out.jsonl"], "no image in"),  # was 0 frames, exit 0
+        "json into missing folder": (["run", "--input", video, "--json", "no/such/dir/out.jsonl"], "not a writable folder"),
+        # the input (a copy in `inputs`) was replaced by the annotated video / the JSON Lines
+        "output is the input": (["run", "--input", inputs / "one_pixel.png", "--json", inputs / "one_pixel.png"],
+                                "is the input file"),
+        "mouse record is the input": (["mouse", "--dry-run", "--input", inputs / "one_pixel.png",
+                                       "--record", inputs / "one_pixel.png"], "is the input file"),
+        "json and output the same": ([*run[:-1], "same.mp4", "--output", "same.mp4"], "are the same file"),
         "output is a folder": ([*run, "--output", "."], "folder"),
+        # os.access said yes to these (root, /proc, a file as folder); the run then ended in a traceback
+        "json under a file": ([*run[:-1], inputs / "one_pixel.png" / "out.jsonl"], "not a writable folder"),
+        "json into proc": ([*run[:-1], "/proc/out.jsonl"], "not a writable folder"),
+        "mouse record under a file": (["mouse", "--dry-run", "--input", video, "--max-frames", "5",
+                                       "--record", inputs / "one_pixel.png" / "t.csv"], "not a writable folder"),
+        # a profile's tables were read unchecked: KeyError, ValueError, or a traceback per video from Ray
+        "profile is a folder": ([*run, "--profile", inputs], "is a folder; give the profile file"),  # was: not found
+        "profile without eye_state": ([*run, "--profile", inputs / "no_eye_state.toml"], 'add eye_state = "none"'),
+        "profile redetect_every x": ([*run, "--profile", inputs / "redetect_x.toml"], "must be a whole number >= 1"),
+        # found by every candidate on Ray ('the FP32 reference pipeline failed'), or after the search (a traceback)
+        "search missing input": (["optimize", "pipeline", "--input", "missing.mp4", "--budget-ms", "50", "--out", "s"],
+                                 "input not found"),
+        "search missing eval": (["optimize", "pipeline", "--input", video, "--eval", "missing", "--budget-ms", "50",
+                                 "--out", "s"], "dataset folder not found"),
+        "search out under a file": (["optimize", "pipeline", "--input", video, "--budget-ms", "50",
+                                     "--out", inputs / "one_pixel.png" / "s"], "cannot write to --out"),
+        "batch unknown stage in profile": (["batch", "--input", video.parent, "--profile", inputs / "unknown_face.toml",
+                                            "--out", "b"], "unknown stage implementation 'nope'"),
+        "batch out under a file": (["batch", "--input", video.parent, "--profile", inputs / "profile.toml",
+                                    "--out", inputs / "one_pixel.png" / "b"], "cannot write to --out"),
+        # mouse options: '--sensitivity a,b', '--head-range x' and '--min-cutoff -1' were tracebacks, the others ran
+        **{f"mouse {' '.join(a)}": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", *a], phrase) for a, phrase in [
+            (("--sensitivity", "a,b"), "'a' is not a number"), (("--head-range", "x"), "give X,Y"),
+            (("--min-cutoff", "-1"), "must be above 0"), (("--targets", "abc"), "calibration targets must be"),
+            (("--targets", "1"), "at least 2x2"), (("--max-frames", "-3"), "below 1"),
+            (("--distance-mm", "0"), "must be above 0"), (("--blink-min", "1", "--blink-max", "0.5"), "below --blink-max")]},
+        "mouse calibration under a file": (["mouse", "--calibrate-from", shared_path("video/udacity_demo_1080p.mp4"),
+                                            "--targets-csv", ROOT / "tests/data/gaze_session/targets.csv",
+                                            "--screen", ROOT / "tests/data/gaze_session/screen.json",
+                                            "--calibration", inputs / "one_pixel.png" / "c.json"], "not a writable folder"),
+        "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
+                                     "is a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
+        # an empty report and exit 0 (only its notes said nothing was measured); a negative TDP gave negative energy
+        "report nothing to measure": (["report", "--input", video, "--out", "rep", "--precision", "FP16-INT8"],
+                                      "nothing to measure"),
+        "report cpu-tdp -5": (["report", "--input", video, "--out", "rep", "--cpu-tdp", "-5"], "must be above 0"),
         "report frames 0": (["report", "--input", video, "--out", "rep", "--frames", "0"], "--frames"),
         "convert unknown model": (["convert", "--model", "nope"], "nope"),
         "convert precision FP8": (["convert", "--precision", "FP8"], "not 'FP8'"),
+        "convert set and model disagree": (["convert", "--set", "omz", "--model", "face-landmark"],
+                                           "in the mediapipe set, not omz"),  # --set was ignored
+        "convert precision empty": (["convert", "--precision", ","], "names no precision"),
+        "mouse precision XYZ": (["mouse", "--dry-run", "--input", video, "--precision", "XYZ"], "valid: FP32"),  # was: prune it
         "report precision FP8": (["report", "--input", video, "--out", "rep", "--precision", "FP16,FP8"], "valid: FP32"),
         "eval precision FP8": (["eval", "faces", "missing.xml", "--precision", "FP8"], "valid: FP32"),
         "report out under a file": (["report", "--input", video, "--out", inputs / "one_pixel.png" / "rep"],
                                     "cannot write to --out"),
+        # both failed with a traceback after minutes of calibration (--out: after the INT8 IR was written)
+        "quantize ignore not a regex": (["optimize", "quantize", "--model", "face-landmark", "--calib", video,
+                                         "--ignore", "("], "not a regular expression"),
+        "quantize out under a file": (["optimize", "quantize", "--model", "face-landmark", "--calib", video,
+                                       "--out", inputs / "one_pixel.png" / "q"], "cannot write to --out"),
         "no subcommand": ([], "required"),
         "param without =": ([*run, "--param", "face-detection-short-range.score_threshold"], "STAGE.KEY=VALUE"),
         "param unknown stage": ([*run, "--param", "nope.k=1"], "unknown stage 'nope'"),
         "param unknown key": ([*run, "--param", "face-detection-short-range.k=1"], "valid: score_threshold"),
         "param bad type": ([*run, "--param", "face-detection-short-range.max_faces=2.5"], "must be a whole number"),
+        # out of range: hfov 0 and roi_scale 0 were OpenCV tracebacks mid-run, the others ran (no faces, or nan)
+        "param hfov 0": ([*run, "--param", "mesh.hfov_deg=0"], "above 0 and below 180"),
+        "param roi_scale 0": ([*run, "--param", "face-landmark.roi_scale=0"], "must be a finite number above 0"),
+        "param threshold nan": ([*run, "--param", "face-detection-short-range.score_threshold=nan"], "between 0 and 1"),
+        "param max_faces 0": ([*run, "--param", "face-detection-short-range.max_faces=0"], "whole number at least 1"),
         "param stage not run": ([*run, "--models", "omz", "--param", "face-landmark.roi_scale=2"], "not a stage of this"),
         "requires missing": ([*run, "--models", "omz", "--head-pose", "none"], "needs a head-pose stage; add --head-pose"),
         "report bad param": (["report", "--input", video, "--out", "rep", "--param", "iris-landmark.eye_scale=big"],
@@ -99,6 +168,33 @@ def test_bad_inputs_exit_2_with_one_line_and_leave_nothing(zoo_ready, inputs, tm
         assert phrase in lines[0], (name, lines[0])
         assert sorted(p.name for p in work.iterdir()) == [], (name, list(work.iterdir()))
     print(json.dumps(seen, indent=1))  # every case with its message (pytest -s shows it)
+
+
+def test_eval_checks_out_before_evaluating(zoo_ready, inputs, tmp_path):
+    """--out under a file failed only when the results were written, after the whole evaluation."""
+    proc = cli("eval", "headpose", shared_path("labeled/aflw2000_dev"), "--out", inputs / "one_pixel.png" / "ev", cwd=tmp_path)
+    assert proc.returncode == 2 and "cannot write to --out" in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout == "", proc.stdout  # no 'mediapipe FP32: mean MAE ...' first
+
+
+def test_unwritable_model_home_is_one_line(zoo_ready, tmp_path, monkeypatch):
+    """EDGEGAZE_HOME a file, or its ir/ a file: fetch and convert ended in a mkdir traceback."""
+    from pipeline import paths, zoo
+
+    spec = zoo.get("face-landmark")
+    home = tmp_path / "home"
+    for f in spec.files:  # a fetched source, so that convert gets as far as writing the IR
+        dest = home / spec.cached(f).relative_to(paths.home())
+        dest.parent.mkdir(parents=True)
+        dest.write_bytes(spec.cached(f).read_bytes())
+    (home / "ir").write_text("not a folder")
+    (tmp_path / "file").write_text("not a folder")
+    for env, args, phrase in [(tmp_path / "file", ["models", "fetch", "--model", spec.id], "cannot write the model cache"),
+                              (home, ["convert", "--model", spec.id, "--precision", "FP32"], "cannot write IR to")]:
+        monkeypatch.setenv("EDGEGAZE_HOME", str(env))
+        proc = cli(*args, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+        assert phrase in proc.stderr and "EDGEGAZE_HOME" in proc.stderr, proc.stderr
 
 
 def test_skipped_input_is_counted_named_and_recorded(zoo_ready, tmp_path):
@@ -150,6 +246,19 @@ def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mo
     assert 0 < frames < 851
     assert len((tmp_path / "b.jsonl").read_text().splitlines()) == frames == video_frames(tmp_path / "b.mp4")
     assert not part.exists() and not (tmp_path / ".b.part.mp4").exists()
+
+
+def test_images_of_mixed_sizes_all_reach_the_video(zoo_ready, tmp_path):
+    """The writer is opened at the first frame's size and dropped other sizes without a word: the
+    video held 1 frame, the JSON Lines 2, exit 0."""
+    cap = cv2.VideoCapture(str(shared_path(VIDEO)))
+    frame = cap.read()[1]
+    (tmp_path / "images").mkdir()
+    cv2.imwrite(str(tmp_path / "images" / "a.jpg"), frame)
+    cv2.imwrite(str(tmp_path / "images" / "b.jpg"), cv2.resize(frame, (320, 400)))
+    proc = cli("run", "--input", tmp_path / "images", "--json", "m.jsonl", "--output", "m.avi", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 2 == video_frames(tmp_path / "m.avi")
 
 
 def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, tmp_path):

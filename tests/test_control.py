@@ -110,6 +110,13 @@ def test_calibration_recovers_a_known_mapping_and_round_trips(tmp_path):
     assert np.allclose(again.model.predict(x), c.model.predict(x))
     with pytest.raises(EdgegazeError, match="made for a 1280x800 screen, this one is 1920x1080"):
         cal.Calibration.load(path, 1920, 1080)
+    # valid JSON whose model cannot predict was loaded, then crashed the run at the first face
+    for key, value in (("name", "nope"), ("coef", [[1.0]]), ("mean", "abc")):
+        d = json.loads(path.read_text())
+        d["model"][key] = value
+        (tmp_path / "bad.json").write_text(json.dumps(d))
+        with pytest.raises(EdgegazeError, match="is not an edgegaze calibration"):
+            cal.Calibration.load(tmp_path / "bad.json", 1280, 800)
 
 
 def test_calibration_bad_files(tmp_path):
@@ -122,6 +129,17 @@ def test_calibration_bad_files(tmp_path):
     (tmp_path / "s.json").write_text('{"width_px": 10}')
     with pytest.raises(EdgegazeError, match="width_mm"):
         cal.ScreenGeometry.load(tmp_path / "s.json")
+    # a folder where a file belongs was an IsADirectoryError traceback; sizes of 0 gave 0.02 deg errors
+    (tmp_path / "folder.json").mkdir()
+    for load in (cal.ScreenGeometry.load, cal.read_targets_csv, cal.Calibration.load):
+        with pytest.raises(EdgegazeError, match="Is a directory"):
+            load(tmp_path / "folder.json")
+    (tmp_path / "s.json").write_text('{"width_px": 1920, "height_px": 1080, "width_mm": 0, "height_mm": 296}')
+    with pytest.raises(EdgegazeError, match="width_mm must be a number above 0, not 0"):
+        cal.ScreenGeometry.load(tmp_path / "s.json")
+    (tmp_path / "t.csv").write_text("frame,x_px,y_px\n-5,1,1\n")  # was never seen: 'only 0 of 0 targets'
+    with pytest.raises(EdgegazeError, match="frame -5 is negative"):
+        cal.read_targets_csv(tmp_path / "t.csv")
 
 
 @pytest.mark.parametrize("layout", ["corners", "three", "collinear", "diagonal"])

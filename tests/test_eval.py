@@ -103,11 +103,32 @@ def test_ibug68_loader_matches_dlib_xml(tmp_path):
         datasets.load_ibug68(tmp_path)
 
 
+def test_a_file_given_as_dataset_folder_says_so(tmp_path):
+    (tmp_path / "labels.txt").write_text("not a folder")  # was: 'dataset folder not found'
+    for load in (datasets.load_aflw2000, datasets.load_ibug68):
+        with pytest.raises(EdgegazeError, match="labels.txt is a file; this dataset is a folder"):
+            load(tmp_path / "labels.txt")
+
+
 def test_session_loader_and_bad_session(tmp_path):
     s = datasets.load_session(SESSION, video=shared_path("video/udacity_demo_1080p.mp4"))
     assert len(set(s.targets.values())) == 6 and s.screen["distance_mm"] == 600
     (tmp_path / "screen.json").write_text("{}")
     with pytest.raises(EdgegazeError, match="targets.csv is missing"):
+        datasets.load_session(tmp_path)
+    # targets.csv not UTF-8, or a folder, and session.json a folder: tracebacks before
+    (tmp_path / "screen.json").write_text((SESSION / "screen.json").read_text())
+    (tmp_path / "targets.csv").write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(EdgegazeError, match="UnicodeDecodeError"):
+        datasets.load_session(tmp_path)
+    (tmp_path / "targets.csv").unlink()
+    (tmp_path / "targets.csv").mkdir()
+    with pytest.raises(EdgegazeError, match="Is a directory"):
+        datasets.load_session(tmp_path)
+    (tmp_path / "targets.csv").rmdir()
+    (tmp_path / "targets.csv").write_text((SESSION / "targets.csv").read_text())
+    (tmp_path / "session.json").mkdir()
+    with pytest.raises(EdgegazeError, match="Is a directory"):
         datasets.load_session(tmp_path)
 
 

@@ -68,3 +68,20 @@ def test_damaged_optimized_ir_is_refused_with_the_command(home):
     truncate(int8 / f"{MODEL}.bin")
     with pytest.raises(EdgegazeError, match="optimize quantize --force"):
         runtime.load(MODEL, "INT8")
+
+
+def test_cut_short_stamp_or_provenance_is_not_a_traceback(home):
+    """A .verified stamp or provenance.json cut short (a crash, a full disk) was a JSONDecodeError
+    traceback on every run; the stamp is recomputed, the IR with an unreadable provenance rebuilt."""
+    xml = convert.convert(zoo.get(MODEL), "FP32", log=lambda *_: None)
+    runtime.load(MODEL, "FP32")  # records the stamp
+    stamp = home / "ir" / ".verified" / f"{MODEL}@FP32.json"
+    stamp.write_text('{"xml": [1')
+    assert convert.ir_problem(xml) is None
+    assert json.loads(stamp.read_text())["xml"][0] == xml.stat().st_size
+    stamp.unlink()
+    (xml.parent / "provenance.json").write_text('{"ir_sha')
+    assert convert.ir_problem(xml) == "its provenance.json is unreadable"
+    said = []
+    convert.ensure_intact(MODEL, "FP32", xml, log=said.append)
+    assert "rebuilding" in said[0] and convert.ir_problem(xml) is None

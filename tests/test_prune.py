@@ -28,7 +28,7 @@ def test_missing_torch_names_the_extra(monkeypatch):
         torch_forms.require_torch()
 
 
-def test_bad_arguments_are_one_line_errors(zoo_ready):
+def test_bad_arguments_are_one_line_errors(zoo_ready, tmp_path, monkeypatch):
     pytest.importorskip("torch", reason="torch not installed: pip install -e .[torch]")
     from pipeline.optimize import prune
 
@@ -43,6 +43,14 @@ def test_bad_arguments_are_one_line_errors(zoo_ready):
         prune.prune("face-landmark", options(method="filters", ratio=0.5, calib="x"))
     with pytest.raises(EdgegazeError, match="--focus must be >= 0"):
         prune.prune("iris-landmark", options(method="structured", ratio=0.2, calib="x", focus=-1))
+    with pytest.raises(EdgegazeError, match="would replace the FP32 IR"):  # it used to overwrite it
+        options(method="structured", ratio=0.2, calib="x", tag="fp32")
+    with pytest.raises(EdgegazeError, match="letters, digits"):  # it used to write ir/<id>/../X
+        options(method="structured", ratio=0.2, calib="x", tag="../x")
+    (tmp_path / "file").write_text("not a folder")  # the IR could not be saved: a traceback after the distillation
+    monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path / "file" / "home"))
+    with pytest.raises(EdgegazeError, match="set EDGEGAZE_HOME to a writable folder"):
+        prune.prune("iris-landmark", options(method="structured", ratio=0.2, calib="x"))
 
 
 @pytest.fixture(scope="module")

@@ -171,3 +171,17 @@ def test_unwritable_out_fails_before_any_work(tmp_path, capsys):
     rc = main(["report", "--input", str(tmp_path / "missing.mp4"), "--out", str(blocker / "report")])
     err = capsys.readouterr().err
     assert rc == 2 and "cannot write to --out" in err and "Traceback" not in err
+
+
+def test_interrupted_report_leaves_no_folder(zoo_ready, tmp_path, monkeypatch):
+    """Ctrl-C while measuring left an empty --out folder (it was made before the measurements)."""
+    from conftest import shared_path
+    from pipeline.report import model_report
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_report, "measure", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_report(shared_path(VIDEO), tmp_path / "rep", frames=1, progress=False)
+    assert not (tmp_path / "rep").exists()

@@ -154,3 +154,30 @@ def test_mouse_and_report_take_a_profile(zoo_ready, tmp_path, monkeypatch):
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert {m["model_id"] for m in report["models"]} == {"face-detection-short-range", "face-landmark", "iris-landmark"}
     assert report["pipeline"]["runs"][0]["precision"] == "profile" and report["pipeline"]["runs"][0]["frames"] == 3
+
+
+def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
+    """Ctrl-C left the videos in hand as .<name>.jsonl.part (and the run's own .part under it)."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import ROOT
+
+    _ray()
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for rel in ("video/udacity_demo_1080p.mp4", "video/webcam_1280x720.mp4"):  # long enough to be in hand
+        os.symlink(shared_path(rel), videos / shared_path(rel).name)
+    prof, out = _reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "pipeline", "batch", "--input", str(videos), "--profile", str(prof),
+                          "--out", str(out), "--workers", "2"], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(out.glob(".*part*")):
+        time.sleep(0.2)  # a video is being written
+    assert any(out.glob(".*part*")), "no video started within 120 s"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, (p.returncode, err[-2000:])
+    assert not list(out.glob(".*part*")), list(out.iterdir())

@@ -23,7 +23,7 @@ def test_every_zoo_model_has_a_stage_class_of_its_kind():
         assert cls.kind == spec.stage, (spec.id, cls.__name__, cls.kind)
         assert cls.outputs, f"{cls.__name__} declares no outputs"
         for key, p in cls.parameters.items():
-            assert isinstance(p.default, p.type) and p.help, (cls.__name__, key)
+            assert isinstance(p.default, p.type) and p.help and p.allows(p.default), (cls.__name__, key)
         cls.settings(spec.params)  # the zoo's own parameters are valid
     for impl in stages.MODEL_FREE:
         assert stages.stage_class(impl).kind in zoo.STAGES

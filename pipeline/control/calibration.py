@@ -49,16 +49,9 @@ class ScreenGeometry:
 
     @staticmethod
     def load(path) -> "ScreenGeometry":
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text())
-            return ScreenGeometry(int(d["width_px"]), int(d["height_px"]), float(d["width_mm"]),
-                                  float(d["height_mm"]), float(d.get("distance_mm", DEFAULT_DISTANCE_MM)))
-        except FileNotFoundError:
-            raise EdgegazeError(f"screen file not found: {path}") from None
-        except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:
-            raise EdgegazeError(f"{path}: expected JSON with width_px, height_px, width_mm, height_mm "
-                                f"[, distance_mm] ({type(e).__name__}: {e})") from None
+        d = read_screen(path)
+        return ScreenGeometry(d["width_px"], d["height_px"], d["width_mm"], d["height_mm"],
+                              d["distance_mm"] or DEFAULT_DISTANCE_MM)
 
     def mm_per_px(self) -> float | None:
         if not self.width_mm or not self.height_mm:
@@ -71,6 +64,26 @@ class ScreenGeometry:
         if mpp is None:
             return None
         return np.degrees(np.arctan(np.asarray(err_px, dtype=np.float64) * mpp / self.distance_mm))
+
+
+def read_screen(path) -> dict:
+    """screen.json: width_px, height_px, width_mm, height_mm, distance_mm (None when not given), all > 0."""
+    path = Path(path)
+    try:
+        s = json.loads(path.read_text())
+        d = {"width_px": int(s["width_px"]), "height_px": int(s["height_px"]), "width_mm": float(s["width_mm"]),
+             "height_mm": float(s["height_mm"]), "distance_mm": None if s.get("distance_mm") is None else float(s["distance_mm"])}
+    except FileNotFoundError:
+        raise EdgegazeError(f"screen file not found: {path}") from None
+    except OSError as e:  # a folder, no permission
+        raise EdgegazeError(f"cannot read screen file {path} ({e.strerror}); give a screen.json file") from None
+    except (KeyError, ValueError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise EdgegazeError(f"{path}: expected JSON with width_px, height_px, width_mm, height_mm "
+                            f"[, distance_mm] ({type(e).__name__}: {e})") from None
+    for key, value in d.items():
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise EdgegazeError(f"{path}: {key} must be a number above 0, not {s[key]!r}")
+    return d
 
 
 def target_points(layout: str | int, width: int, height: int, margin: float = 0.1) -> np.ndarray:
@@ -196,10 +209,17 @@ class Calibration:
                 raise ValueError(f"version {d.get('version')}, this edgegaze reads version {VERSION}")
             cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
                               d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
+            with np.errstate(all="ignore"):  # a model that cannot map a sample fails here, not at the first face
+                probe = cal.model.predict(np.ones(len(FEATURES)))
+            if probe.shape != (1, 2) or not np.isfinite(probe).all():
+                raise ValueError("its model does not map a gaze sample to a screen point")
         except FileNotFoundError:
             raise EdgegazeError(f"calibration file not found: {path} (run with --recalibrate)") from None
-        except (KeyError, TypeError, ValueError) as e:
-            raise EdgegazeError(f"{path} is not an edgegaze calibration ({type(e).__name__}: {e}); "
+        except OSError as e:  # a folder, no permission
+            raise EdgegazeError(f"cannot read calibration {path} ({e.strerror}); give a calibration JSON file "
+                                "or run with --recalibrate") from None
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise EdgegazeError(f"{path} is not an edgegaze calibration ({type(e).__name__}: {' '.join(str(e).split())}); "
                                 f"run with --recalibrate") from None
         s = cal.screen
         if width is not None and (s.width_px, s.height_px) != (width, height):
@@ -237,10 +257,14 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
         out = {int(r["frame"]): (float(r["x_px"]), float(r["y_px"])) for r in rows}
     except FileNotFoundError:
         raise EdgegazeError(f"targets file not found: {path}") from None
+    except OSError as e:  # a folder, no permission
+        raise EdgegazeError(f"cannot read targets file {path} ({e.strerror}); give a CSV file frame,x_px,y_px") from None
     except (KeyError, ValueError, TypeError) as e:
         raise EdgegazeError(f"{path}: expected CSV columns frame,x_px,y_px ({type(e).__name__}: {e})") from None
     if not out:
         raise EdgegazeError(f"{path} lists no targets")
+    if min(out) < 0:
+        raise EdgegazeError(f"{path}: frame {min(out)} is negative; frames count from 0")
     return out
 
 

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 
-from pipeline.cli import add_param_option, add_stage_options, stage_overrides
+from pipeline.cli import add_param_option, add_stage_options, int_at_least, number, stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
@@ -51,9 +52,27 @@ class MouseOptions:
     calibration_attempts: int = 3
 
 
-def _pair(text: str) -> tuple[float, float]:
-    parts = [float(v) for v in str(text).replace("x", ",").split(",")]
-    return (parts[0], parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+def _pair(above: float | None = None):
+    """argparse type: 'X,Y' (or one value for both) of finite numbers above `above`."""
+    one = number(above=above)
+
+    def parse(text: str) -> tuple[float, float]:
+        try:
+            parts = [one(v) for v in str(text).replace("x", ",").split(",")]
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e} in '{text}'; give X,Y or one value") from None
+        if len(parts) > 2:
+            raise argparse.ArgumentTypeError(f"'{text}' has {len(parts)} values; give X,Y or one value")
+        return (parts[0], parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return parse
+
+
+def _targets(text: str) -> str:
+    try:  # checked now, not when gaze mode starts calibrating
+        cal.target_points(text, 2, 2)
+    except EdgegazeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def add_mouse_arguments(p) -> None:
@@ -68,7 +87,7 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
     add_stage_options(p)
     add_param_option(p)
-    p.add_argument("--max-frames", type=int, help="stop after this many frames (default: until the input ends)")
+    p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
     p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
     p.add_argument("--screen-size", help="dry-run screen WxH when there is no display (default 1920x1080)")
@@ -76,42 +95,42 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--show", action="store_true", help="camera view with pointer state (p: pause, q: quit)")
     g = p.add_argument_group("motion")
     g.add_argument("--no-filter", action="store_true", help="raw points, no One Euro filter")
-    g.add_argument("--min-cutoff", type=float, default=d.min_cutoff, help="One Euro min cutoff, Hz (lower: steadier)")
-    g.add_argument("--beta", type=float, default=d.beta, help="One Euro speed coefficient (higher: less lag)")
-    g.add_argument("--dead-zone", type=float, default=d.dead_zone_px, help="px; smaller steps are not taken")
-    g.add_argument("--max-speed", type=float, default=d.max_speed_px_s, help="px/s")
-    g.add_argument("--accel", type=float, default=m.exponent, help="acceleration curve exponent (1 = linear)")
-    g.add_argument("--sensitivity", default="1,1", help="per-axis gain X,Y (or one value)")
-    g.add_argument("--head-range", default="20,12", help="head yaw,pitch (deg) that reach the screen edge")
-    g.add_argument("--min-confidence", type=float, default=d.min_confidence,
+    g.add_argument("--min-cutoff", type=number(above=0), default=d.min_cutoff, help="One Euro min cutoff, Hz (lower: steadier)")
+    g.add_argument("--beta", type=number(low=0), default=d.beta, help="One Euro speed coefficient (higher: less lag)")
+    g.add_argument("--dead-zone", type=number(low=0), default=d.dead_zone_px, help="px; smaller steps are not taken")
+    g.add_argument("--max-speed", type=number(above=0), default=d.max_speed_px_s, help="px/s")
+    g.add_argument("--accel", type=number(above=0), default=m.exponent, help="acceleration curve exponent (1 = linear)")
+    g.add_argument("--sensitivity", type=_pair(), default="1,1", help="per-axis gain X,Y (or one value)")
+    g.add_argument("--head-range", type=_pair(above=0), default="20,12", help="head yaw,pitch (deg) that reach the screen edge")
+    g.add_argument("--min-confidence", type=number(low=0, high=1), default=d.min_confidence,
                    help="landmark confidence below which the pointer holds still")
     g = p.add_argument_group("clicks (off by default) and pause")
     g.add_argument("--dwell", action="store_true", help="click after the pointer rests")
-    g.add_argument("--dwell-time", type=float, default=c.dwell_s, help="s")
-    g.add_argument("--dwell-radius", type=float, default=c.dwell_radius_px, help="px")
+    g.add_argument("--dwell-time", type=number(above=0), default=c.dwell_s, help="s")
+    g.add_argument("--dwell-radius", type=number(low=0), default=c.dwell_radius_px, help="px")
     g.add_argument("--blink", action="store_true", help="click on a deliberate blink")
-    g.add_argument("--blink-min", type=float, default=c.blink_min_s, help="s, shorter closures are ignored")
-    g.add_argument("--blink-max", type=float, default=c.blink_max_s, help="s, longer ones are not clicks")
-    g.add_argument("--eye-threshold", type=float, default=c.eye_open_threshold,
+    g.add_argument("--blink-min", type=number(low=0), default=c.blink_min_s, help="s, shorter closures are ignored")
+    g.add_argument("--blink-max", type=number(above=0), default=c.blink_max_s, help="s, longer ones are not clicks")
+    g.add_argument("--eye-threshold", type=number(low=0, high=1), default=c.eye_open_threshold,
                    help="eye-state open probability below which an eye is closed")
-    g.add_argument("--lid-ratio", type=float, default=c.lid_closed_ratio,
+    g.add_argument("--lid-ratio", type=number(low=0, high=1), default=c.lid_closed_ratio,
                    help="iris-model eyelid gap below this share of your open-eye level = closed")
-    g.add_argument("--ear-threshold", type=float, default=c.ear_threshold,
+    g.add_argument("--ear-threshold", type=number(above=0), default=c.ear_threshold,
                    help="FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state run")
     g.add_argument("--pause-key", default="Pause", help="global X11 hotkey that pauses/resumes ('' for none)")
-    g.add_argument("--pause-gesture", type=float, default=1.0, help="eyes closed this long (s) pauses/resumes; 0: off")
+    g.add_argument("--pause-gesture", type=number(low=0), default=1.0, help="eyes closed this long (s) pauses/resumes; 0: off")
     g = p.add_argument_group("calibration (gaze mode)")
     g.add_argument("--calibration", metavar="FILE", help="calibration JSON (default: per user and screen in the config dir)")
     g.add_argument("--recalibrate", action="store_true", help="run the on-screen calibration even if a file exists")
-    g.add_argument("--targets", default="9", help="9 (default), 5, N (N x N grid) or RxC")
+    g.add_argument("--targets", type=_targets, default="9", help="9 (default), 5, N (N x N grid) or RxC")
     g.add_argument("--user", help="user name for the calibration file (default: login name)")
     g.add_argument("--screen", metavar="FILE", help="screen.json: width_px, height_px, width_mm, height_mm[, distance_mm]")
-    g.add_argument("--distance-mm", type=float, default=d.distance_mm, help="eye-screen distance for degrees")
+    g.add_argument("--distance-mm", type=number(above=0), default=d.distance_mm, help="eye-screen distance for degrees")
     g.add_argument("--calibrate-from", metavar="VIDEO", help="fit and evaluate from a recorded session, then exit")
     g.add_argument("--targets-csv", metavar="FILE", help="with --calibrate-from: frame,x_px,y_px")
     g.add_argument("--calibration-model", default="auto", choices=cal.METHODS,
                    help="auto: chosen from the targets by leave-one-target-out (default); or one fixed model")
-    g.add_argument("--max-calibration-error", type=float, default=cal.DEFAULT_MAX_ERROR_DEG, metavar="DEG",
+    g.add_argument("--max-calibration-error", type=number(above=0), default=cal.DEFAULT_MAX_ERROR_DEG, metavar="DEG",
                    help="refuse (and retry) a live calibration whose validation error is above this (degrees)")
 
 
@@ -123,12 +142,14 @@ def options_from_args(a) -> MouseOptions:
             assert len(size) == 2 and min(size) > 0
         except (ValueError, AssertionError):
             raise EdgegazeError(f"--screen-size must be WIDTHxHEIGHT, e.g. 1920x1080, not {a.screen_size!r}") from None
+    if a.blink_min >= a.blink_max:
+        raise EdgegazeError(f"--blink-min {a.blink_min:g} must be below --blink-max {a.blink_max:g} (s), or no blink is a click")
     return MouseOptions(
         input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device, params=a.params,
         max_frames=a.max_frames, flip=a.flip, dry_run=a.dry_run, screen_size=size, record=a.record,
         show=a.show, filter=not a.no_filter, min_cutoff=a.min_cutoff, beta=a.beta, dead_zone_px=a.dead_zone,
         max_speed_px_s=a.max_speed,
-        mapping=MappingConfig(sensitivity=_pair(a.sensitivity), exponent=a.accel, head_range_deg=_pair(a.head_range)),
+        mapping=MappingConfig(sensitivity=a.sensitivity, exponent=a.accel, head_range_deg=a.head_range),
         clicks=ClickConfig(dwell=a.dwell, dwell_s=a.dwell_time, dwell_radius_px=a.dwell_radius, blink=a.blink,
                            blink_min_s=a.blink_min, blink_max_s=a.blink_max, eye_open_threshold=a.eye_threshold,
                            lid_closed_ratio=a.lid_ratio, ear_threshold=a.ear_threshold),

@@ -78,7 +78,8 @@ class Dataset:
 
 def _images(folder: Path) -> list[Path]:
     if not folder.is_dir():
-        raise EdgegazeError(f"dataset folder not found: {folder}")
+        raise EdgegazeError(f"dataset folder not found: {folder}" if not folder.exists() else
+                            f"{folder} is a file; this dataset is a folder of images with their labels beside them")
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
 
 
@@ -240,7 +241,7 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     (frame,x_px,y_px) and the video (`video.mp4` in the folder, or `session.json` {"video": path
     relative to the folder} so a session can refer to a recording kept elsewhere; `video` overrides
     both), or stills with `targets.csv` (image,x_px,y_px), image paths relative to the folder."""
-    from pipeline.control.calibration import read_targets_csv
+    from pipeline.control.calibration import read_screen, read_targets_csv
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -249,7 +250,7 @@ def load_session(folder, video: str | Path | None = None) -> Session:
         if not (folder / name).exists():
             raise EdgegazeError(f"{folder}: a gaze session needs targets.csv and screen.json, and video.mp4 (or "
                                 f"session.json with 'video') unless targets.csv lists stills; {name} is missing")
-    screen = _screen(folder / "screen.json")
+    screen = read_screen(folder / "screen.json")
     images = _stills(folder)
     if images is not None:
         return Session(folder, None, {i: xy for i, (_, xy) in enumerate(images)}, screen, [p for p, _ in images])
@@ -258,7 +259,7 @@ def load_session(folder, video: str | Path | None = None) -> Session:
         if meta.exists():
             try:
                 video = folder / json.loads(meta.read_text())["video"]
-            except (KeyError, TypeError, json.JSONDecodeError) as e:
+            except (KeyError, TypeError, ValueError, OSError) as e:  # also a folder, or not UTF-8
                 raise EdgegazeError(f"{meta}: expected JSON {{\"video\": \"path relative to the session\"}} "
                                     f"({type(e).__name__}: {e})") from None
         else:
@@ -269,28 +270,20 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     return Session(folder, video, read_targets_csv(folder / "targets.csv"), screen)
 
 
-def _screen(path: Path) -> dict:
-    try:
-        s = json.loads(path.read_text())
-        return {"width_px": int(s["width_px"]), "height_px": int(s["height_px"]),
-                "width_mm": float(s["width_mm"]), "height_mm": float(s["height_mm"]),
-                "distance_mm": float(s["distance_mm"]) if s.get("distance_mm") else None}
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
-        raise EdgegazeError(f"{path}: expected JSON with width_px, height_px, width_mm, "
-                            f"height_mm [, distance_mm] ({type(e).__name__}: {e})") from None
-
-
 def _stills(folder: Path) -> list | None:
     """[(image path, (x, y))] when targets.csv has an `image` column, else None."""
     path = folder / "targets.csv"
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if "image" not in (reader.fieldnames or []):
-            return None
-        try:
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if "image" not in (reader.fieldnames or []):
+                return None
             rows = [(folder / r["image"], (float(r["x_px"]), float(r["y_px"]))) for r in reader]
-        except (KeyError, TypeError, ValueError) as e:
-            raise EdgegazeError(f"{path}: expected CSV columns image,x_px,y_px ({type(e).__name__}: {e})") from None
+    except OSError as e:  # a folder, no permission
+        raise EdgegazeError(f"cannot read {path} ({e.strerror}); targets.csv must be a CSV file") from None
+    except (KeyError, TypeError, ValueError) as e:  # also not UTF-8
+        raise EdgegazeError(f"{path}: expected CSV columns frame,x_px,y_px or image,x_px,y_px "
+                            f"({type(e).__name__}: {e})") from None
     missing = [str(p) for p, _ in rows if not p.exists()]
     if missing:
         raise EdgegazeError(f"{path}: {len(missing)} image(s) not found, e.g. {missing[0]}")

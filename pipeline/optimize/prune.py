@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from pipeline.optimize.torch_forms import build, check_supported, require_torch,
 from pipeline.report.flops import weight_stats
 from pipeline.report.latency import interleaved_irs, p50_ms
 from pipeline.report.profile import layer_times_us
-from pipeline.runtime import compile_model, ir_file
+from pipeline.runtime import BASE_PRECISIONS, compile_model, ir_file
 
 METHODS = ("unstructured", "structured")
 SENSITIVITY_CROPS = 400  # held-out crops per sensitivity pass; more only slows the analysis
@@ -166,6 +167,13 @@ class PruneOptions:
             raise EdgegazeError(f"--focus must be >= 0, got {self.focus}")
         calib = [self.calib] if isinstance(self.calib, str) else self.calib
         object.__setattr__(self, "calib", tuple(s for c in calib for s in str(c).split(",") if s.strip()))
+        # the tag names the IR folder and is written ID@TAG: a path, '@' or ',' would break both, and
+        # a base precision's tag would replace that IR (FP32 is every other form's source)
+        if not re.fullmatch(r"[A-Z0-9][A-Z0-9_-]*", self.out_tag):
+            raise EdgegazeError(f"--tag {self.tag}: use letters, digits, '-' and '_' only, e.g. --tag CH20")
+        if self.out_tag in BASE_PRECISIONS:
+            raise EdgegazeError(f"--tag {self.tag} would replace the {self.out_tag} IR; choose another tag, e.g. "
+                                f"{default_tag(self.method, self.ratio, self.then_int8)}")
 
     @property
     def out_tag(self) -> str:
@@ -210,6 +218,7 @@ def prune(model_id: str, options: PruneOptions, log=print) -> dict:
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
     require_torch()
     spec = check_supported(model_id)
+    paths.check_home_writable()  # the IR is saved after minutes of distillation
     t_start = time.perf_counter()
     run = _load(model_id, spec, options, log)
     report = _report_head(run, _form_error(run))

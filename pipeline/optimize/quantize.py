@@ -26,6 +26,7 @@ Per model:
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -199,6 +200,12 @@ class QuantizeOptions:
             raise EdgegazeError(f"unknown preset '{self.preset}'; valid: {', '.join(PRESETS)}")
         object.__setattr__(self, "budget", self.budget or dict(metrics.DEFAULT_BUDGET))
         object.__setattr__(self, "ignore", tuple(self.ignore))
+        for pattern in self.ignore:  # NNCF compiles them only after calibration, minutes in
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise EdgegazeError(f"--ignore {pattern!r} is not a regular expression ({e}); "
+                                    "escape special characters, e.g. --ignore '\\(conv\\)'") from None
         if self.out is not None:
             object.__setattr__(self, "out", Path(self.out))
 
@@ -272,9 +279,9 @@ def _up_to_date(spec: zoo.ModelSpec, provenance: dict, out: Path | None, log) ->
     if old is None or any(old.get(k) != v for k, v in provenance.items()):
         return None
     log(f"{spec.id} INT8: up to date ({paths.ir_dir(spec.id, 'INT8')})")
-    report_path = (out / spec.id / "report.json") if out else None
-    if report_path is not None and report_path.exists():
-        return json.loads(report_path.read_text())
+    earlier = paths.json_object(out / spec.id / "report.json") if out else None
+    if earlier is not None:
+        return earlier
     return {"model_id": spec.id, "status": "up to date", "path": str(paths.ir_path(spec.id, "INT8"))}
 
 
@@ -454,10 +461,11 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
         raise EdgegazeError(f"--subset {subset} is too small; calibration needs at least 8 frames")
     for spec in specs:
         runtime.ir_file(spec.id, "FP32")  # fail before any work if a model is not converted
-    cal = Calibration(calib, subset=subset, log=log, check_src=check)
-    out = Path(out)
+    out = paths.check_out_dir(out, create=False)  # the INT8 IR is written before the report
+    paths.check_home_writable()  # and it is written after the calibration
     options = QuantizeOptions(preset=preset, budget=budget, ignore=tuple(ignore or ()), full_sensitivity=full_sensitivity,
                               latency=latency, force=force, out=out)
+    cal = Calibration(calib, subset=subset, log=log, check_src=check)
     reports = [quantize_model(s, cal, options, log) for s in specs]
     # the summary covers every model with a report in `out`, not only this run's
     latest = {r["model_id"]: r for r in reports}
@@ -469,5 +477,4 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
 
 
 def _read_report(out: Path, model_id: str) -> dict | None:
-    path = out / model_id / "report.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return paths.json_object(out / model_id / "report.json")

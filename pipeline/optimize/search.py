@@ -300,6 +300,20 @@ def _judge(rows: list[dict], ref: dict, max_drop: dict, metric: str, limit: floa
             r["feasible"] = r["accurate"] and r[metric] <= limit
 
 
+def check_inputs(videos: list[str], datasets_: list[str]) -> None:
+    """Every video opens and every dataset has samples, before Ray starts and every candidate
+    measures them (a missing one failed each candidate, then the search as 'reference failed')."""
+    from pipeline.evaluate import datasets
+    from pipeline.sources import open_source
+
+    if not videos:
+        raise EdgegazeError("--input names no video; give video files, comma-separated")
+    for video in videos:
+        open_source(video, max_frames=1)
+    for folder in datasets_:
+        datasets.load_aflw2000(folder).require()
+
+
 def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: float | None = None,
            budget_cpu_ms: float | None = None, kind: str = "small", max_candidates: int | None = None,
            max_frames: int | None = 60, address: str | None = None, log=print) -> dict:
@@ -310,6 +324,7 @@ def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: f
         raise EdgegazeError("give exactly one of --budget-ms (wall ms per frame) or --budget-cpu-ms (CPU ms per frame)")
     if "head_pose_deg" in max_drop and not datasets_:
         raise EdgegazeError("--max-drop head_pose_deg needs --eval with an AFLW2000-3D folder")
+    check_inputs(videos, datasets_)
     metric, limit = ("cpu_ms", budget_cpu_ms) if budget_cpu_ms is not None else ("wall_ms", budget_ms)
     first = space(kind)[:max_candidates] if max_candidates else space(kind)
     ray, t0, accuracy = cluster.init(address), time.perf_counter(), {}

@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 
 import openvino as ov
@@ -20,6 +19,7 @@ from tqdm import tqdm
 
 from pipeline import __version__, paths, runtime, sources, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.paths import check_out_dir
 from pipeline.report import energy, flops, in_pipeline, latency, profile
 from pipeline.stages import params as stage_params
 
@@ -48,24 +48,6 @@ DEFINITIONS = {
 
 
 # ---- inputs and checks ----------------------------------------------------------------------
-
-def check_out_dir(out: str | Path, create: bool = True) -> Path:
-    """Fail before any work if --out cannot be written; create=False checks without making it."""
-    out = Path(out).expanduser()
-    if not create:
-        first = next(p for p in (out, *out.parents) if p.exists())
-        if not (first.is_dir() and os.access(first, os.W_OK)):
-            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
-        return out
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=out)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
-    return out
-
 
 def read_frames(path: str | Path, n: int) -> list:
     """The first n frames of a video or image folder (a single image is used n times)."""
@@ -201,10 +183,14 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
     check_out_dir(out, create=False)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
     items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
+    if not items:  # a report of empty tables, exit 0, said nothing was measured only in its notes
+        have = sorted({p for s in zoo.select("all") if s.set == models_set for p in s.precisions})
+        raise EdgegazeError(f"nothing to measure: no {models_set} model has {', '.join(precisions)}; "
+                            f"choose --precision from {', '.join(have)}, or make INT8 with "
+                            f"`edgegaze optimize quantize --set {models_set} --calib VIDEO`")
     if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
         precisions = list(dict.fromkeys(precision for _, _, precision in items))
-    images = read_frames(input_path, frames)  # before --out is made: a bad input leaves no empty folder
-    out = check_out_dir(out)
+    images = read_frames(input_path, frames)
     iterations = max(len(images), min_iterations)
 
     meter = energy.Rapl(rapl_root)
@@ -241,7 +227,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         "skipped": skipped,
         "notes": notes,
     }
-    write_report(report, out)
+    write_report(report, check_out_dir(out))  # made only now: a bad input or Ctrl-C leaves no empty folder
     return report
 
 

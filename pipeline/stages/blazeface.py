@@ -105,9 +105,9 @@ class BlazeFace(Detector):
     outputs = {"regressors": ("regressors", "reshaped_regressor_face_4"),
                "scores": ("classificators", "reshaped_classifier_face_4")}
     parameters = {
-        "score_threshold": Param(float, 0.5, "minimum face probability"),
-        "min_suppression_iou": Param(float, 0.3, "IoU above which detections are merged (weighted NMS)"),
-        "max_faces": Param(int, 10, "at most this many faces per frame"),
+        "score_threshold": Param(float, 0.5, "minimum face probability", low=0, high=1),
+        "min_suppression_iou": Param(float, 0.3, "IoU above which detections are merged (weighted NMS)", low=0, high=1),
+        "max_faces": Param(int, 10, "at most this many faces per frame", low=1),
     }
 
     def __init__(self, compiled: ov.CompiledModel, **params):

@@ -21,9 +21,9 @@ class OpenClosedEye(FaceStage):
     requires = {"landmarks": None}
     outputs = {"probs": ("19",)}  # [1, 2, 1, 1] softmax (closed, open); the IR names it after a graph node
     parameters = {
-        "threshold": Param(float, 0.5, "open probability above which an eye counts as open"),
-        "eye_scale": Param(float, 1.8, "eye patch side / eye width, as the OMZ gaze stage"),
-        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners"),
+        "threshold": Param(float, 0.5, "open probability above which an eye counts as open", low=0, high=1),
+        "eye_scale": Param(float, 1.8, "eye patch side / eye width, as the OMZ gaze stage", above=0),
+        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0),
     }
 
     def __init__(self, compiled: ov.CompiledModel, **params):

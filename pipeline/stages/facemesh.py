@@ -77,8 +77,8 @@ class FaceMesh(FaceStage):
     kind = "landmarks"
     outputs = {"mesh": ("conv2d_20",), "presence": ("conv2d_30",)}  # 468 x (x, y, z) in input pixels; logit
     parameters = {
-        "roi_scale": Param(float, 1.5, "ROI side / face (or landmark) box side (MediaPipe: 1.5)"),
-        "presence_threshold": Param(float, 0.5, "face-presence score below which a tracked face counts as lost"),
+        "roi_scale": Param(float, 1.5, "ROI side / face (or landmark) box side (MediaPipe: 1.5)", above=0),
+        "presence_threshold": Param(float, 0.5, "face-presence score below which a tracked face counts as lost", low=0),
     }
     crop = "face"
 

@@ -57,11 +57,11 @@ class IrisGaze(FaceStage):
     requires = {"landmarks": None}  # a head pose is used when there is one
     outputs = {"contour": ("output_eyes_contours_and_brows",), "iris": ("output_iris",)}  # 71 and 5 x (x, y, z)
     parameters = {
-        "eye_scale": Param(float, 2.3, "eye crop side / eye width (MediaPipe: 2.3)"),
-        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners"),
-        "eyeball_radius_mm": Param(float, 12.0, "adult eyeball radius"),
-        "iris_radius_mm": Param(float, 5.9, "adult iris radius (11.8 mm diameter)"),
-        "interocular_mm": Param(float, 63.0, "distance between the eye centres (adult mean)"),
+        "eye_scale": Param(float, 2.3, "eye crop side / eye width (MediaPipe: 2.3)", above=0),
+        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners", above=0),
+        "eyeball_radius_mm": Param(float, 12.0, "adult eyeball radius", above=0),
+        "iris_radius_mm": Param(float, 5.9, "adult iris radius (11.8 mm diameter)", above=0),
+        "interocular_mm": Param(float, 63.0, "distance between the eye centres (adult mean)", above=0),
         "eyeball_depth_mm": Param(float, 5.0, "eyeball centre behind the eye-corner midpoint"),
         "iris_rest_mm": Param(float, 0.0, "iris centre above the corner midpoint when looking ahead (person-specific)"),
     }

@@ -127,7 +127,8 @@ class MeshHeadPose(FaceStage):
 
     kind = "head_pose"
     requires = {"landmarks": "face-landmark"}  # the 468-point FaceMesh
-    parameters = {"hfov_deg": Param(float, HFOV_DEG, "assumed horizontal field of view of the camera, degrees")}
+    parameters = {"hfov_deg": Param(float, HFOV_DEG, "assumed horizontal field of view of the camera, degrees",
+                                     above=0, below=180)}
 
     def __init__(self, compiled: Any = None, **params):
         super().__init__(None, **params)

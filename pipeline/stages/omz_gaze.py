@@ -34,8 +34,8 @@ class OMZGaze(FaceStage):
     requires = {"landmarks": None, "head_pose": None}
     outputs = {"gaze": ("gaze_vector",)}
     parameters = {
-        "eye_scale": Param(float, 1.8, "eye patch side / eye width (the OMZ demo's scale)"),
-        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners"),
+        "eye_scale": Param(float, 1.8, "eye patch side / eye width (the OMZ demo's scale)", above=0),
+        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0),
         "roll_align": Param(bool, True, "rotate the patches by the head roll, as the OMZ demo does"),
     }
 

@@ -30,7 +30,7 @@ class OMZHeadPose(FaceStage):
     parameters = {
         "demo_box": Param(bool, True, "adjust the face box as OMZ's gaze_estimation_demo does before cropping "
                                       "(15 % wider, 13 % taller, squared on its longer side)"),
-        "crop_scale": Param(float, 1.0, "then grow the box about its centre (1.0 = as it is)"),
+        "crop_scale": Param(float, 1.0, "then grow the box about its centre (1.0 = as it is)", above=0),
     }
     crop = "face"
     distill_unit = "degrees"

@@ -22,8 +22,8 @@ class FivePointLandmarks(FaceStage):
     kind = "landmarks"
     outputs = {"points": ("95",)}  # the IR names its one output after a graph node
     parameters = {
-        "crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)"),
-        "min_eye_distance": Param(float, 4.0, "pixels below which tracking treats the points as degenerate"),
+        "crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)", above=0),
+        "min_eye_distance": Param(float, 4.0, "pixels below which tracking treats the points as degenerate", low=0),
     }
     crop = "face"
     INPUT = 48  # input side in pixels: the points are normalised to it

@@ -47,5 +47,6 @@ def describe(impl: str) -> str:
         value = zoo_set.get(key, p.default)
         note = f" (zoo; default {p.default})" if key in zoo_set else ""
         shown = str(value).lower() if p.type is bool else str(value)
-        lines.append(f"    {key:<20} {p.type.__name__:<5} {shown + note:<6}  {p.help}")
+        span = f" ({p.span()})" if p.span() else ""
+        lines.append(f"    {key:<20} {p.type.__name__:<5} {shown + note:<6}  {p.help}{span}")
     return "\n".join(lines)

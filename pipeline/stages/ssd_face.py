@@ -24,10 +24,10 @@ from pipeline.stages.base import Detector, Param
 class SSDFace(Detector):
     outputs = {"detections": ("detection_out",)}
     parameters = {
-        "score_threshold": Param(float, 0.5, "minimum face confidence"),
-        "max_faces": Param(int, 10, "keep the most confident this many faces"),
-        "min_size": Param(float, 8.0, "drop boxes narrower or lower than this (pixels)"),
-        "enlarge": Param(float, 1.0, "grow boxes about their centre by this factor (OMZ demo: 1.2)"),
+        "score_threshold": Param(float, 0.5, "minimum face confidence", low=0, high=1),
+        "max_faces": Param(int, 10, "keep the most confident this many faces", low=1),
+        "min_size": Param(float, 8.0, "drop boxes narrower or lower than this (pixels)", low=0),
+        "enlarge": Param(float, 1.0, "grow boxes about their centre by this factor (OMZ demo: 1.2)", above=0),
         "square": Param(bool, False, "make boxes square on their longer side (OMZ demo: true)"),
     }
 
