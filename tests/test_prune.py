@@ -192,6 +192,24 @@ def test_unstructured_50_zeroes_half_the_weights_of_the_exported_ir(unstructured
     assert abs(unstructured["error_exported_ir"] - unstructured["error_after"]) < 0.05
 
 
+def test_structured_leaves_no_temp_folder(zoo_ready, torch_mod, sources, monkeypatch, tmp_path):
+    """The sensitivity plot's scratch folder goes with the run, also when it fails half-way."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    from pipeline.optimize import prune
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prune, "_export", boom)  # Ctrl-C after pruning and distillation
+    with pytest.raises(KeyboardInterrupt):
+        prune.prune("iris-landmark", prune.PruneOptions(method="structured", ratio=0.5, calib=sources, tag="TEST-TMP",
+                                                        max_frames=24, latency=False, steps=2, per_unit="uniform"),
+                    log=lambda *_: None)
+    assert not list(tmp_path.glob("edgegaze-prune-*"))
+
+
 def test_structured_makes_the_exported_ir_smaller(structured):
     dense, pruned = structured["dense"], structured["pruned"]
     assert pruned["params"] < 0.8 * dense["params"]

@@ -222,17 +222,18 @@ def prune(model_id: str, options: PruneOptions, log=print) -> dict:
     t_start = time.perf_counter()
     run = _load(model_id, spec, options, log)
     report = _report_head(run, _form_error(run))
-    folder_tmp = Path(tempfile.mkdtemp(prefix="edgegaze-prune-"))
-    if options.method == "unstructured":
-        student = _prune_unstructured(run, report)
-    else:
-        student = _prune_structured(run, report, folder_tmp)
-    log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
-        f"{report['error_after']:.3f} after {options.steps} distillation steps ({report['metric']})")
-    xml = _export(run, student, report)
-    _measure(run, xml, report)
-    report["seconds"] = round(time.perf_counter() - t_start, 1)
-    _write_report(report, xml.parent, folder_tmp)
+    with tempfile.TemporaryDirectory(prefix="edgegaze-prune-") as tmp:  # gone on success, error and Ctrl-C
+        folder_tmp = Path(tmp)
+        if options.method == "unstructured":
+            student = _prune_unstructured(run, report)
+        else:
+            student = _prune_structured(run, report, folder_tmp)
+        log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
+            f"{report['error_after']:.3f} after {options.steps} distillation steps ({report['metric']})")
+        xml = _export(run, student, report)
+        _measure(run, xml, report)
+        report["seconds"] = round(time.perf_counter() - t_start, 1)
+        _write_report(report, xml.parent, folder_tmp)
     report["ir"] = str(xml)
     return report
 
