@@ -97,13 +97,13 @@ def model_items(compiled, inputs) -> list:
 
 
 class Calibration:
-    """Frames of one source, and per model the items the pipeline feeds it (built on demand)."""
+    """Frames of its sources, and per model the items the pipeline feeds it (built on demand)."""
 
     def __init__(self, src: str | Path | list, subset: int = 100, n_val: int | None = None, seed: int = 0, log=print,
                  check_src: str | Path | list | None = None):
         self.sources, self.check_sources = _paths(src), _paths(check_src or [])
-        self.src = Path(", ".join(map(str, self.sources)))  # for messages
-        self.check_src = Path(", ".join(map(str, self.check_sources))) if self.check_sources else None
+        self.src = ", ".join(map(str, self.sources))  # for messages and reports
+        self.check_src = ", ".join(map(str, self.check_sources)) or None
         self.subset = int(subset)
         self.n_val = int(n_val or max(MIN_FRAMES, round(subset * VAL_FRACTION / (1 - VAL_FRACTION))))
         self.calib_frames, self.val_frames, self.check_frames = [], [], []
