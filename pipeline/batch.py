@@ -17,7 +17,6 @@ from pathlib import Path
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write, check_out_dir
 from pipeline.sources import VIDEO_EXTENSIONS
-from pipeline.stages import params as stage_params
 
 MAX_RETRIES = 2
 
@@ -79,9 +78,9 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     if workers < 1:
         raise EdgegazeError("--workers must be at least 1")
     profile = profiles.load(profile_path)
-    stage_params.parse(params)  # a bad --param fails here, not in every Ray task
     videos = list_videos(input_spec)
-    # a stage id or precision the profile names but this machine lacks, too: built once here
+    # a bad --param, or a stage id or precision the profile names but this machine lacks, fails
+    # here once, not in every Ray task
     profiles.build_pipeline(profile, params=params)
     out = check_out_dir(out)
     names = output_names(videos)

@@ -11,6 +11,7 @@ import argparse
 import math
 import sys
 
+from pipeline.bounds import Bounds
 from pipeline.errors import EdgegazeError
 
 
@@ -48,6 +49,8 @@ def int_at_least(low: int):
 
 def number(above: float | None = None, low: float | None = None, high: float | None = None):
     """argparse type: a finite number above `above`, in [low, high] (each bound optional)."""
+    bounds = Bounds(above=above, low=low, high=high)
+
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -55,12 +58,8 @@ def number(above: float | None = None, low: float | None = None, high: float | N
             raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
-        if above is not None and value <= above:
-            raise argparse.ArgumentTypeError(f"{text} must be above {above:g}")
-        if low is not None and value < low or high is not None and value > high:
-            span = (f"between {low:g} and {high:g}" if low is not None and high is not None
-                    else f"at least {low:g}" if low is not None else f"at most {high:g}")
-            raise argparse.ArgumentTypeError(f"{text} must be {span}")
+        if not bounds.allows(value):
+            raise argparse.ArgumentTypeError(f"{text} must be {bounds.span()}")
         return value
     return parse
 

@@ -62,11 +62,9 @@ def check_writable_file(path: str | Path, make_folders: bool = False, input_path
     if input_path is not None and Path(str(input_path)).is_file() and path.resolve() == Path(str(input_path)).resolve():
         raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
     folder = _nearest_existing(path.parent) if make_folders else path.parent
-    try:
-        _probe(folder)
-    except OSError as e:
-        raise EdgegazeError(f"cannot write {path}: {folder} is not a writable folder ({e.strerror}); "
-                            "choose another path") from None
+    why = _unwritable(folder)
+    if why:
+        raise EdgegazeError(f"cannot write {path}: {folder} is not a writable folder ({why}); choose another path")
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -80,16 +78,23 @@ def _probe(folder: Path) -> None:
     os.unlink(probe)
 
 
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in `folder` (None: one can)."""
+    try:
+        _probe(folder)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def check_out_dir(out: str | Path, create: bool = True) -> Path:
     """Fail before any work if the folder --out cannot be written; create=False checks without
     making it (the nearest folder that exists is probed)."""
     out = Path(out).expanduser()
     if not create:
         first = _nearest_existing(out)
-        try:
-            _probe(first)
-        except OSError:
-            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder") from None
+        if _unwritable(first):
+            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
         return out
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -118,11 +123,10 @@ def home() -> Path:
 def check_home_writable() -> None:
     """Fail before minutes of optimizing when the IR it makes cannot be saved under home()."""
     first = _nearest_existing(home())
-    try:
-        _probe(first)
-    except OSError as e:
-        raise EdgegazeError(f"cannot write to the model folder {home()} ({first}: {e.strerror}); "
-                            "set EDGEGAZE_HOME to a writable folder") from None
+    why = _unwritable(first)
+    if why:
+        raise EdgegazeError(f"cannot write to the model folder {home()} ({first}: {why}); "
+                            "set EDGEGAZE_HOME to a writable folder")
 
 
 def cache_dir() -> Path:

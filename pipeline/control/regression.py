@@ -89,9 +89,8 @@ def robust_mean(rows: np.ndarray, gaze_cols=(0, 1), z_max: float = 3.0, floor_de
     angles lie within z_max robust SDs (1.4826 MAD, at least floor_deg) of the target's median;
     blinks and glances away fall outside."""
     rows = np.asarray(rows, np.float64).reshape(len(rows), -1)
-    if openness is not None:
-        opened = open_eyes(openness)
-        rows = rows[opened] if opened.any() else rows
+    if openness is not None:  # open_eyes keeps at least the median sample
+        rows = rows[open_eyes(openness)]
     g = rows[:, list(gaze_cols)]
     med = np.median(g, 0)
     sd = np.maximum(1.4826 * np.median(np.abs(g - med), 0), floor_deg)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 import openvino as ov
 
+from pipeline.bounds import Bounds
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
 from pipeline.runtime import copy_outputs
@@ -34,33 +35,16 @@ EYE_WIDTH_PER_IOD = 0.45
 
 
 @dataclass(frozen=True)
-class Param:
+class Param(Bounds):
     """One stage parameter: type (float, int or bool), default, a one-line help and the values it
-    may take (above/below: exclusive bounds, low/high: inclusive; None: no bound)."""
+    may take (the Bounds keywords above/below/low/high)."""
 
     type: type
     default: Any
     help: str
-    above: float | None = None
-    below: float | None = None
-    low: float | None = None
-    high: float | None = None
-
-    def span(self) -> str:
-        """The allowed values in words, e.g. 'between 0 and 1' ('' when any value goes)."""
-        lo = f"above {self.above:g}" if self.above is not None else f"at least {self.low:g}" if self.low is not None else ""
-        hi = f"below {self.below:g}" if self.below is not None else f"at most {self.high:g}" if self.high is not None else ""
-        if self.low is not None and self.high is not None:
-            return f"between {self.low:g} and {self.high:g}"
-        return " and ".join(t for t in (lo, hi) if t)
 
     def allows(self, value: Any) -> bool:
-        if self.type is bool:
-            return True
-        if value != value or value in (float("inf"), float("-inf")):  # nan, inf
-            return False
-        return not ((self.above is not None and value <= self.above) or (self.below is not None and value >= self.below)
-                    or (self.low is not None and value < self.low) or (self.high is not None and value > self.high))
+        return self.type is bool or super().allows(value)
 
     def parse(self, value: Any) -> Any:
         """`value` (text from --param, or a TOML value) as this parameter's type; ValueError if it is not one."""
