@@ -347,3 +347,42 @@ def test_mouse_swaps_a_stage_like_run(zoo_ready):
     a, b = app._face(next(swapped.run([frame]))), app._face(next(iris.run([frame])))
     assert a.gaze is not None and b.gaze is not None and a.landmarks is not None
     assert 0.1 < np.degrees(np.arccos(np.clip(np.dot(a.gaze.vector, b.gaze.vector), -1, 1))) < 30  # two estimates, same face
+
+
+def test_calibration_takes_out_the_head_leak_it_measures_within_targets(udacity):
+    """A 4-corner session built on the udacity man's real head motion (he turns left-up, then
+    right-down) and his real gaze jitter: a gaze estimate that follows 0.4 of the head angle is
+    corrected from what the gaze does within the targets, and one that does not leak is left alone."""
+    from pipeline.control import calibration as cal
+    from pipeline.control.regression import AutoGazeModel
+
+    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in udacity if f is not None) if a is not None])
+    head = rows[:, 2:4] - rows[:, 2:4].mean(0)
+    pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
+    jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
+    corners = cal.target_points("2x2", W, H)
+    per = len(rows) // 4
+    spans = [slice(k * per, (k + 1) * per) for k in range(4)]
+    assert np.ptp([head[s, 0].mean() for s in spans]) > 10  # the head moves between the targets
+    for leak in (0.4, 0.0):
+        x, y = [], []
+        for p, s in zip(corners, spans):
+            true = [-40 * (p[0] / W - 0.5), -25 * (p[1] / H - 0.5)]  # the camera sees the gaze mirrored
+            x.append(np.column_stack([true + leak * head[s] + jitter[s], rows[s, 2:]]))
+            y.append(np.repeat(p[None], per, 0))
+        measured = AutoGazeModel([W, H]).fit(np.concatenate(x), np.concatenate(y)).choice["head_leak"]
+        assert np.allclose(measured, leak, atol=0.12), (leak, measured)
+        errors = {}
+        for removed in (True, False):  # leave-one-target-out, as a 4-corner calibration is scored
+            e = []
+            for k in range(4):
+                rest = [i for i in range(4) if i != k]
+                m = AutoGazeModel([W, H], head_leak=removed).fit(np.concatenate([x[i] for i in rest]),
+                                                                  np.concatenate([y[i] for i in rest]))
+                e.append(np.hypot(*(m.predict(x[k]) - corners[k]).T).mean())
+            errors[removed] = np.mean(e)
+        print(leak, measured, errors)
+        if leak:
+            assert errors[True] < 0.5 * errors[False], errors
+        else:
+            assert errors[True] < errors[False] + 0.02 * W, errors
