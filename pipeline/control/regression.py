@@ -16,7 +16,10 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
   models, and for degree 2 at least three rows and three columns of targets (a curvature needs
   three points along its axis).
 - `choose` scores every eligible candidate x ridge strength by leave-one-target-out on the
-  calibration itself and keeps the simplest one within 5 % of the best; the axis-wise model is
+  calibration itself, over each held-out target's samples (a map that amplifies the features'
+  frame noise pays for it, as the pointer would), and keeps the simplest one within 5 % or one
+  standard error of the best, whichever is wider (the one-standard-error rule: with 16 targets,
+  a map on head angles that only jitter won by chance for 8 of 40 simulated still users); the axis-wise model is
   always eligible, so a calibration always has an answer that cannot cross the screen. Three
   targets are too few to compare models that way (each fit would see two); there the affine map
   of the gaze angles, which three targets determine exactly, is used when they form a proper
@@ -241,15 +244,18 @@ def eligible(points: np.ndarray) -> list[Candidate]:
     return out
 
 
-def loto_error(cand: Candidate, alpha: float, feats: np.ndarray, points: np.ndarray, bounds=None,
-               leak=(0.0, 0.0)) -> float:
-    """Mean px error over targets, each predicted by the candidate fitted on the others."""
+def loto_errors(cand: Candidate, alpha: float, feats: np.ndarray, points: np.ndarray, bounds=None,
+                leak=(0.0, 0.0), groups=None) -> np.ndarray:
+    """Px error per target, predicted by the candidate fitted on the others' means: the mean error
+    of its samples (`groups`, so a model that amplifies the features' noise pays for it, as the
+    pointer would), or of its mean."""
     errs = []
     for k in range(len(points)):
         rest = np.arange(len(points)) != k
         m = GazeModel(cand.name, alpha, bounds, leak=list(leak)).fit(feats[rest], points[rest])
-        errs.append(float(np.hypot(*(m.predict(feats[k:k + 1])[0] - points[k]))))
-    return float(np.mean(errs))
+        probe = feats[k:k + 1] if groups is None else groups[k]
+        errs.append(float(np.hypot(*(m.predict(probe) - points[k]).T).mean()))
+    return np.array(errs)
 
 
 def _triangle(feats: np.ndarray, points: np.ndarray) -> bool:
@@ -259,11 +265,12 @@ def _triangle(feats: np.ndarray, points: np.ndarray) -> bool:
     return not _collinear(points) and not _flat_axes(points).any() and bool(s[1] > MIN_SPREAD * s[0])
 
 
-def choose(feats, points, bounds=None, leak=(0.0, 0.0)) -> tuple[GazeModel, dict]:
+def choose(feats, points, bounds=None, leak=(0.0, 0.0), groups=None) -> tuple[GazeModel, dict]:
     """Fit the model these targets support best (module docstring); returns it and the record of
-    the choice: every candidate's leave-one-target-out error in px. `leak` is the head leak
-    measured within the targets (head_leak): each candidate is scored with and without taking it
-    out; three targets, too few to compare, take it out."""
+    the choice: every candidate's leave-one-target-out error in px (over each target's samples,
+    `groups`, when given). `leak` is the head leak measured within the targets (head_leak): each
+    candidate is scored with and without taking it out; three targets, too few to compare, take it
+    out."""
     feats, points = np.asarray(feats, np.float64), np.asarray(points, np.float64)
     leak = [float(v) for v in leak]
     if len(points) == 3:
@@ -272,13 +279,17 @@ def choose(feats, points, bounds=None, leak=(0.0, 0.0)) -> tuple[GazeModel, dict
         return model, {"model": name, "alpha": ALPHAS[0], "head_leak": leak, "leak_removed": any(leak), "targets": 3,
                        "selection_error_px": None, "candidates": {}, "why": "3 targets: too few to compare models"}
     leaks = [(False, [0.0, 0.0])] + ([(True, leak)] if any(leak) else [])
-    scores = {}
+    errors = {}
     for cand in eligible(points):
         for removed, lk in leaks:
             for alpha in ALPHAS:
-                scores[(cand.name, removed, alpha)] = loto_error(cand, alpha, feats, points, bounds, lk)
-    best = min(scores.values())
-    name, removed, alpha = next(k for k, v in scores.items() if v <= best * SIMPLER_WITHIN)  # simplest first
+                errors[(cand.name, removed, alpha)] = loto_errors(cand, alpha, feats, points, bounds, lk, groups)
+    scores = {k: float(v.mean()) for k, v in errors.items()}
+    best = min(scores, key=scores.get)
+    # the one-standard-error rule: a choice among many on few targets wins some by chance
+    se = float(errors[best].std(ddof=1) / np.sqrt(len(points)))
+    limit = max(scores[best] * SIMPLER_WITHIN, scores[best] + se)
+    name, removed, alpha = next(k for k, v in scores.items() if v <= limit)  # simplest first
     model = GazeModel(name, alpha, bounds, leak=leak if removed else [0.0, 0.0]).fit(feats, points)
     record = {"model": name, "alpha": alpha, "head_leak": leak, "leak_removed": removed, "targets": len(points),
               "selection_error_px": scores[(name, removed, alpha)],
@@ -318,7 +329,7 @@ class AutoGazeModel:
         groups, points = target_groups(x, y)
         feats = np.stack([g.mean(0) for g in groups])
         leak = head_leak(groups) if self.head_leak else (0.0, 0.0)
-        self.model, self.choice = choose(feats, points, self.bounds, leak)
+        self.model, self.choice = choose(feats, points, self.bounds, leak, groups)
         return self
 
     def predict(self, x) -> np.ndarray:
