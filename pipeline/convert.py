@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import openvino as ov
+from filelock import FileLock
 from openvino import passes
 from openvino.preprocess import ColorFormat, PrePostProcessor
 
@@ -81,9 +82,12 @@ def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) ->
         ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=(precision == "FP16"))
         provenance = {**provenance, "ir_sha256": ir_hashes(tmp / f"{model_id}.xml")}
         (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        # two runs that found the IR missing may finish at once: the second rename met the first's
+        # folder (Directory not empty); one at a time, the later folder replaces the earlier whole
+        with FileLock(final.parent / f".{precision}.lock"):
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / f"{model_id}.xml"

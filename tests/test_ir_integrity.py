@@ -85,3 +85,37 @@ def test_cut_short_stamp_or_provenance_is_not_a_traceback(home):
     said = []
     convert.ensure_intact(MODEL, "FP32", xml, log=said.append)
     assert "rebuilding" in said[0] and convert.ir_problem(xml) is None
+
+
+def _save_many(home_dir: str, rounds: int) -> str:
+    import os
+
+    os.environ["EDGEGAZE_HOME"] = home_dir
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    from pipeline import convert as conv
+
+    x = ops.parameter([1, 8], np.float32, name="x")
+    model = ov.Model([ops.relu(x)], [x], "tiny")
+    try:
+        for _ in range(rounds):
+            conv.save_ir(model, "tiny", "FP32", {"source": "test"})
+    except Exception as e:  # reported to the parent, which asserts on it
+        return f"{type(e).__name__}: {e}"
+    return ""
+
+
+def test_concurrent_conversions_of_one_model_do_not_collide(tmp_path):
+    """Two runs that find the same IR missing convert it at once (batch workers, two terminals):
+    each writes its own temporary folder and renames it into place; the one that comes second
+    lost the rename (Directory not empty) and ended in a traceback."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        errors = pool.starmap(_save_many, [(str(tmp_path), 15)] * 4)
+    assert errors == [""] * 4, errors
+    xml = tmp_path / "ir" / "tiny" / "FP32" / "tiny.xml"
+    assert convert.ir_problem(xml) is None
+    left = [p.name for p in (tmp_path / "ir" / "tiny").iterdir() if p.name != ".FP32.lock"]
+    assert left == ["FP32"]  # no temporary folder left
