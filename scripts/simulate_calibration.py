@@ -173,7 +173,7 @@ class NoOpenness:
 def method(name: str):
     bounds = [SCREEN.width_px, SCREEN.height_px]
     if name == "auto (head leak kept)":
-        return lambda: regression.AutoGazeModel(bounds, head_leak=False)
+        return lambda: regression.AutoGazeModel(bounds, remove_leak=False)
     if name.endswith(" (no openness)"):
         return lambda: NoOpenness(cal.regressor(name.split()[0], bounds))
     if name.startswith("legacy-degree"):

@@ -377,7 +377,7 @@ def test_calibration_takes_out_the_head_leak_it_measures_within_targets(udacity)
             e = []
             for k in range(4):
                 rest = [i for i in range(4) if i != k]
-                m = AutoGazeModel([W, H], head_leak=removed).fit(np.concatenate([x[i] for i in rest]),
+                m = AutoGazeModel([W, H], remove_leak=removed).fit(np.concatenate([x[i] for i in rest]),
                                                                   np.concatenate([y[i] for i in rest]))
                 e.append(np.hypot(*(m.predict(x[k]) - corners[k]).T).mean())
             errors[removed] = np.mean(e)

@@ -19,12 +19,12 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
   calibration itself, over each held-out target's samples (a map that amplifies the features'
   frame noise pays for it, as the pointer would), and keeps the simplest one within 5 % or one
   standard error of the best, whichever is wider (the one-standard-error rule: with 16 targets,
-  a map on head angles that only jitter won by chance for 8 of 40 simulated still users); the axis-wise model is
-  always eligible, so a calibration always has an answer that cannot cross the screen. Three
-  targets are too few to compare models that way (each fit would see two); there the affine map
-  of the gaze angles, which three targets determine exactly, is used when they form a proper
-  triangle both on the screen and in gaze angles (in simulated sessions it beat the axis-wise map
-  on unseen points), else the axis-wise one.
+  a map on head angles that only jitter won by chance for 8 of 40 simulated still users); the
+  axis-wise model is always eligible, so a calibration always has an answer that cannot cross
+  the screen. Three targets are too few to compare models that way (each fit would see two);
+  there the affine map of the gaze angles, which three targets determine exactly, is used when
+  they form a proper triangle both on the screen and in gaze angles (in simulated sessions it
+  beat the axis-wise map on unseen points), else the axis-wise one.
 - The head's leak into the gaze angles is measured within the targets (`head_leak`): while the
   user looks at one point, how far each gaze angle moves with the head angle on its axis is the
   gaze estimator's error, not a look elsewhere. `choose` scores every candidate with and without
@@ -320,15 +320,15 @@ def group_by_target(x, y) -> tuple[np.ndarray, np.ndarray]:
 class AutoGazeModel:
     """fit(samples, their targets) / predict(samples), choosing the model from the data (`choose`)."""
 
-    def __init__(self, bounds=None, head_leak: bool = True):
-        self.bounds, self.head_leak = bounds, head_leak
+    def __init__(self, bounds=None, remove_leak: bool = True):
+        self.bounds, self.remove_leak = bounds, remove_leak
         self.model: GazeModel | None = None
         self.choice: dict = {}
 
     def fit(self, x, y) -> "AutoGazeModel":
         groups, points = target_groups(x, y)
         feats = np.stack([g.mean(0) for g in groups])
-        leak = head_leak(groups) if self.head_leak else (0.0, 0.0)
+        leak = head_leak(groups) if self.remove_leak else (0.0, 0.0)
         self.model, self.choice = choose(feats, points, self.bounds, leak, groups)
         return self
 
