@@ -469,8 +469,8 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
-    args = build_parser(prog).parse_args(argv)
-    try:
+    try:  # building the parser imports numpy and the mouse options: a Ctrl-C may land there too
+        args = build_parser(prog).parse_args(argv)
         return args.func(args) or 0
     except EdgegazeError as e:
         print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)

@@ -284,6 +284,18 @@ def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, 
     assert rows[-1]["skipped"]["source_error"] == "camera 0: device disconnected"
 
 
+def test_ctrl_c_while_the_parser_is_built_is_one_line(monkeypatch, capsys):
+    """Building the parser imports numpy and the mouse options (a tenth of a second): a Ctrl-C
+    then was a KeyboardInterrupt traceback."""
+    from pipeline import cli
+
+    def interrupted(sub):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_add_mouse", interrupted)
+    assert cli.main(["run", "--input", "0"]) == 130
+    assert capsys.readouterr().err == "edgegaze: interrupted\n"
+
 
 def test_every_option_has_help():
     import argparse
