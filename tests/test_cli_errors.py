@@ -107,6 +107,12 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
             (("--min-cutoff", "-1"), "must be above 0"), (("--targets", "abc"), "calibration targets must be"),
             (("--targets", "1"), "at least 2x2"), (("--max-frames", "-3"), "below 1"),
             (("--distance-mm", "0"), "must be above 0"), (("--blink-min", "1", "--blink-max", "0.5"), "below --blink-max")]},
+        # argparse took the value for an option and said only 'expected one argument'
+        "mouse screen-size -5x100": (["mouse", "--dry-run", "--input", video, "--screen-size", "-5x100"],
+                                     "write --screen-size=-5x100"),
+        "mouse screen-size=-5x100": (["mouse", "--dry-run", "--input", video, "--screen-size=-5x100"], "WIDTHxHEIGHT"),
+        "mouse screen-size 1920*1080": (["mouse", "--dry-run", "--input", video, "--screen-size", "1920*1080"],
+                                        "WIDTHxHEIGHT"),
         "mouse calibration under a file": (["mouse", "--calibrate-from", shared_path("video/udacity_demo_1080p.mp4"),
                                             "--targets-csv", ROOT / "tests/data/gaze_session/targets.csv",
                                             "--screen", ROOT / "tests/data/gaze_session/screen.json",
