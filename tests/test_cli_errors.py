@@ -48,6 +48,11 @@ def inputs(tmp_path_factory):
     (d / "no_eye_state.toml").write_text(profile.replace('eye_state = "none"\n', ""))
     (d / "redetect_x.toml").write_text(profile + '[runtime]\nredetect_every = "x"\n')
     (d / "unknown_face.toml").write_text(profile.replace("face-detection-short-range@FP32", "nope@FP32"))
+    # a session whose targets.csv belongs to a longer recording than VIDEO (851 frames)
+    (d / "long_session").mkdir()
+    (d / "long_session" / "targets.csv").write_text("frame,x_px,y_px\n" + "".join(
+        f"{f},{200 + 400 * (f // 100 % 3)},300\n" for f in range(900, 1200)))
+    (d / "long_session" / "screen.json").write_text((ROOT / "tests/data/gaze_session/screen.json").read_text())
     return d
 
 
@@ -117,6 +122,14 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                             "--targets-csv", ROOT / "tests/data/gaze_session/targets.csv",
                                             "--screen", ROOT / "tests/data/gaze_session/screen.json",
                                             "--calibration", inputs / "one_pixel.png" / "c.json"], "not a writable folder"),
+        # ran the whole video, then 'calibration needs at least 3 targets with samples, got 0'
+        "mouse targets past the video": (["mouse", "--calibrate-from", video, "--targets-csv",
+                                          inputs / "long_session" / "targets.csv", "--screen",
+                                          inputs / "long_session" / "screen.json"], "lists frames up to 1199, but"),
+        "eval session targets past the video": (["eval", "gaze-session", inputs / "long_session", "--video", video,
+                                                 "--out", "ev"], "give the targets.csv recorded with this video"),
+        "eval session video is an image": (["eval", "gaze-session", inputs / "long_session", "--video",
+                                            inputs / "one_pixel.png", "--out", "ev"], "has 1 frames"),
         "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
                                      "is a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),

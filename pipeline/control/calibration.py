@@ -268,6 +268,16 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     return out
 
 
+def check_targets_fit(video, frame_targets: dict, targets_csv, frames: int | None) -> None:
+    """A targets.csv of another (longer) recording lists frames past the video's end: those targets get
+    no samples, and calibration said only that too few targets had samples. `frames`: the video's
+    frame count (its header's before the run, the decoded ones after; None: unknown)."""
+    last = max(frame_targets)
+    if frames is not None and last >= frames:
+        raise EdgegazeError(f"{targets_csv} lists frames up to {last}, but {video} has {frames} frames; "
+                            "give the targets.csv recorded with this video")
+
+
 def samples_from_session(frames, frame_targets: dict[int, tuple[float, float]],
                          sampler: SteadySampler | None = None):
     """Collect steady samples from recorded results.
