@@ -153,6 +153,11 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                          "--ignore", "("], "not a regular expression"),
         "quantize out under a file": (["optimize", "quantize", "--model", "face-landmark", "--calib", video,
                                        "--out", inputs / "one_pixel.png" / "q"], "cannot write to --out"),
+        # the check was scored on frames the model was calibrated on; ',' decoded nothing, then 'no inputs could be built'
+        "quantize check is the calib": (["optimize", "quantize", "--model", "face-landmark", "--calib", video,
+                                         "--check", video], "is also a --calib source"),
+        "quantize calib empty": (["optimize", "quantize", "--model", "face-landmark", "--calib", ","],
+                                 "--calib names no source"),
         "no subcommand": ([], "required"),
         "param without =": ([*run, "--param", "face-detection-short-range.score_threshold"], "STAGE.KEY=VALUE"),
         "param unknown stage": ([*run, "--param", "nope.k=1"], "unknown stage 'nope'"),
