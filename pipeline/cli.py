@@ -229,8 +229,12 @@ def _report(args) -> int:
     from pipeline.report.model_report import build_report
 
     runtime.check_precision(args.precision)
-    build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
-                 frames=args.frames, cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
+    report = build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
+                          frames=args.frames, cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
+    if report["interrupted"]:
+        print(f"interrupted: wrote report.json, report.md and plots of the {len(report['models'])} model run(s) "
+              f"measured to {args.out}")
+        return 130
     print(f"wrote report.json, report.md and plots to {args.out}")
     return 0
 
