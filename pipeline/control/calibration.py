@@ -253,7 +253,12 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     path = Path(path)
     try:
         with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+        missing = [c for c in ("frame", "x_px", "y_px") if c not in (reader.fieldnames or [])]
+        if missing:  # e.g. screen.json given here: it said 'lists no targets'
+            raise EdgegazeError(f"{path}: expected CSV columns frame,x_px,y_px; its first line has no "
+                                f"{', '.join(missing)}")
         out = {int(r["frame"]): (float(r["x_px"]), float(r["y_px"])) for r in rows}
     except FileNotFoundError:
         raise EdgegazeError(f"targets file not found: {path}") from None
