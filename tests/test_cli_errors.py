@@ -132,6 +132,11 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                             inputs / "one_pixel.png", "--out", "ev"], "has 1 frames"),
         "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
                                      "is a folder"),
+        # '(File exists)', 'not a writable folder'
+        "batch out is a file": (["batch", "--input", video.parent, "--profile", inputs / "profile.toml",
+                                 "--out", inputs / "one_pixel.png"], "is a file; give a folder"),
+        "eval out is a file": (["eval", "headpose", shared_path("labeled/aflw2000_dev"), "--out", inputs / "one_pixel.png"],
+                               "is a file; give a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
         # an empty report and exit 0 (only its notes said nothing was measured); a negative TDP gave negative energy
         "report nothing to measure": (["report", "--input", video, "--out", "rep", "--precision", "FP16-INT8"],
