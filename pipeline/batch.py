@@ -40,12 +40,15 @@ def output_names(videos: list[Path]) -> dict[Path, str]:
 
 def process_video(video: str, profile: dict, dest: str, max_frames: int | None, params: list[str] | None = None) -> dict:
     """One video (inside a Ray task): the profile's pipeline (with --param stage parameters), JSON
-    Lines written atomically."""
+    Lines written atomically; {"error": message} for a file that is not a video."""
     from pipeline import profile as profiles
     from pipeline.outputs import run_to_outputs
     from pipeline.sources import open_source
 
-    source = open_source(video, max_frames=max_frames)
+    try:
+        source = open_source(video, max_frames=max_frames)
+    except EdgegazeError as e:  # not a video, or corrupt: a retry fails the same way, and Ray would print its traceback
+        return {"error": str(e)}
     pipeline = profiles.build_pipeline(profile, params=params)
     tmp = Path(dest).with_name(f".{Path(dest).name}.part")
     s = run_to_outputs(pipeline, source, str(tmp), progress=False)
@@ -61,12 +64,16 @@ def _collect(ray, pending: dict, rows: dict, log) -> None:
     done, _ = ray.wait(list(pending), num_returns=1)
     video = pending.pop(done[0])
     try:
-        rows[video].update(status="done", **ray.get(done[0]))
-        log(f"  done {video}")
+        result = ray.get(done[0])
     except Exception as e:  # a RayTaskError: the worker's own exception is its .cause
         cause = getattr(e, "cause", None) or e
-        rows[video].update(status="failed", error=f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1][:300]}")
+        result = {"error": f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1][:300]}"}
+    if "error" in result:
+        rows[video].update(status="failed", error=result["error"])
         log(f"  FAILED {video}: {rows[video]['error']}")
+    else:
+        rows[video].update(status="done", **result)
+        log(f"  done {video}")
 
 
 def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, address: str | None = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 
 from pipeline.bounds import Bounds
@@ -31,8 +32,24 @@ class _Parser(argparse.ArgumentParser):
         kw.setdefault("formatter_class", _Help)
         super().__init__(*args, **kw)
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = list(sys.argv[1:] if args is None else args)  # what error() looks at for its hint
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._dash_hint(message)} (see {self.prog} --help)\n")
+
+    def _dash_hint(self, message: str) -> str:
+        """argparse reads a value that starts with '-' (--screen-size -5x100, --beta -1e-3) as the next
+        option and says only 'expected one argument'; the OPTION=VALUE form passes it on to be checked."""
+        m = re.fullmatch(r"argument (\S+): expected one argument", message)
+        argv = getattr(self, "_argv", [])
+        for option in m.group(1).split("/") if m else ():
+            value = argv[argv.index(option) + 1] if option in argv[:-1] else ""
+            # not when the value was left out and the next word is an option (or its abbreviation)
+            if value.startswith("-") and not any(o.startswith(value.split("=")[0]) for o in self._option_string_actions):
+                return f"; for the value '{value}' write {option}={value}"
+        return ""
 
 
 def int_at_least(low: int):
@@ -212,8 +229,12 @@ def _report(args) -> int:
     from pipeline.report.model_report import build_report
 
     runtime.check_precision(args.precision)
-    build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
-                 frames=args.frames, cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
+    report = build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
+                          frames=args.frames, cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
+    if report["interrupted"]:
+        print(f"interrupted: wrote report.json, report.md and plots of the {len(report['models'])} model run(s) "
+              f"measured to {args.out}")
+        return 130
     print(f"wrote report.json, report.md and plots to {args.out}")
     return 0
 
@@ -469,8 +490,8 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
-    args = build_parser(prog).parse_args(argv)
-    try:
+    try:  # building the parser imports numpy and the mouse options: a Ctrl-C may land there too
+        args = build_parser(prog).parse_args(argv)
         return args.func(args) or 0
     except EdgegazeError as e:
         print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)

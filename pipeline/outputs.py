@@ -142,16 +142,17 @@ class _VideoOut:
 
 
 @contextmanager
-def _stop_on_ctrl_c():
+def stop_on_ctrl_c(at_once: bool = True):
     """The first Ctrl-C asks the run to stop after the frame in hand, so every output holds the same
-    frames; a second one interrupts at once (a source that hangs)."""
+    frames; a second one interrupts at once (a source that hangs). at_once=False: every Ctrl-C only
+    sets the event (files being written are finished)."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
 
     def handler(signum, frame):
-        if stop.is_set():
+        if stop.is_set() and at_once:
             raise KeyboardInterrupt
         stop.set()
 
@@ -204,7 +205,7 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
     bar = tqdm(total=len(source) or None, unit="frame", disable=None if progress else True, leave=False)  # None: only on a terminal
     ok = False
     try:
-        with _stop_on_ctrl_c() as stop:
+        with stop_on_ctrl_c() as stop:
             for fr in pipeline.run(prefetch(source)):
                 image = annotate(fr.image, fr, (summary.frames + 1) / max(time.perf_counter() - start, 1e-6)) \
                     if (video or show) else None

@@ -91,6 +91,8 @@ def check_out_dir(out: str | Path, create: bool = True) -> Path:
     """Fail before any work if the folder --out cannot be written; create=False checks without
     making it (the nearest folder that exists is probed)."""
     out = Path(out).expanduser()
+    if out.exists() and not out.is_dir():  # it said '(File exists)' or 'not a writable folder'
+        raise EdgegazeError(f"--out {out} is a file; give a folder (a new or existing one)")
     if not create:
         first = _nearest_existing(out)
         if _unwritable(first):

@@ -48,6 +48,11 @@ def inputs(tmp_path_factory):
     (d / "no_eye_state.toml").write_text(profile.replace('eye_state = "none"\n', ""))
     (d / "redetect_x.toml").write_text(profile + '[runtime]\nredetect_every = "x"\n')
     (d / "unknown_face.toml").write_text(profile.replace("face-detection-short-range@FP32", "nope@FP32"))
+    # a session whose targets.csv belongs to a longer recording than VIDEO (851 frames)
+    (d / "long_session").mkdir()
+    (d / "long_session" / "targets.csv").write_text("frame,x_px,y_px\n" + "".join(
+        f"{f},{200 + 400 * (f // 100 % 3)},300\n" for f in range(900, 1200)))
+    (d / "long_session" / "screen.json").write_text((ROOT / "tests/data/gaze_session/screen.json").read_text())
     return d
 
 
@@ -107,12 +112,31 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
             (("--min-cutoff", "-1"), "must be above 0"), (("--targets", "abc"), "calibration targets must be"),
             (("--targets", "1"), "at least 2x2"), (("--max-frames", "-3"), "below 1"),
             (("--distance-mm", "0"), "must be above 0"), (("--blink-min", "1", "--blink-max", "0.5"), "below --blink-max")]},
+        # argparse took the value for an option and said only 'expected one argument'
+        "mouse screen-size -5x100": (["mouse", "--dry-run", "--input", video, "--screen-size", "-5x100"],
+                                     "write --screen-size=-5x100"),
+        "mouse screen-size=-5x100": (["mouse", "--dry-run", "--input", video, "--screen-size=-5x100"], "WIDTHxHEIGHT"),
+        "mouse screen-size 1920*1080": (["mouse", "--dry-run", "--input", video, "--screen-size", "1920*1080"],
+                                        "WIDTHxHEIGHT"),
         "mouse calibration under a file": (["mouse", "--calibrate-from", shared_path("video/udacity_demo_1080p.mp4"),
                                             "--targets-csv", ROOT / "tests/data/gaze_session/targets.csv",
                                             "--screen", ROOT / "tests/data/gaze_session/screen.json",
                                             "--calibration", inputs / "one_pixel.png" / "c.json"], "not a writable folder"),
+        # ran the whole video, then 'calibration needs at least 3 targets with samples, got 0'
+        "mouse targets past the video": (["mouse", "--calibrate-from", video, "--targets-csv",
+                                          inputs / "long_session" / "targets.csv", "--screen",
+                                          inputs / "long_session" / "screen.json"], "lists frames up to 1199, but"),
+        "eval session targets past the video": (["eval", "gaze-session", inputs / "long_session", "--video", video,
+                                                 "--out", "ev"], "give the targets.csv recorded with this video"),
+        "eval session video is an image": (["eval", "gaze-session", inputs / "long_session", "--video",
+                                            inputs / "one_pixel.png", "--out", "ev"], "has 1 frames"),
         "mouse record is a folder": (["mouse", "--dry-run", "--input", video, "--max-frames", "5", "--record", "."],
                                      "is a folder"),
+        # '(File exists)', 'not a writable folder'
+        "batch out is a file": (["batch", "--input", video.parent, "--profile", inputs / "profile.toml",
+                                 "--out", inputs / "one_pixel.png"], "is a file; give a folder"),
+        "eval out is a file": (["eval", "headpose", shared_path("labeled/aflw2000_dev"), "--out", inputs / "one_pixel.png"],
+                               "is a file; give a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
         # an empty report and exit 0 (only its notes said nothing was measured); a negative TDP gave negative energy
         "report nothing to measure": (["report", "--input", video, "--out", "rep", "--precision", "FP16-INT8"],
@@ -134,6 +158,11 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                          "--ignore", "("], "not a regular expression"),
         "quantize out under a file": (["optimize", "quantize", "--model", "face-landmark", "--calib", video,
                                        "--out", inputs / "one_pixel.png" / "q"], "cannot write to --out"),
+        # the check was scored on frames the model was calibrated on; ',' decoded nothing, then 'no inputs could be built'
+        "quantize check is the calib": (["optimize", "quantize", "--model", "face-landmark", "--calib", video,
+                                         "--check", video], "is also a --calib source"),
+        "quantize calib empty": (["optimize", "quantize", "--model", "face-landmark", "--calib", ","],
+                                 "--calib names no source"),
         "no subcommand": ([], "required"),
         "param without =": ([*run, "--param", "face-detection-short-range.score_threshold"], "STAGE.KEY=VALUE"),
         "param unknown stage": ([*run, "--param", "nope.k=1"], "unknown stage 'nope'"),
@@ -283,6 +312,18 @@ def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, 
     assert len(rows) == 8 == video_frames(tmp_path / "c.mp4")
     assert rows[-1]["skipped"]["source_error"] == "camera 0: device disconnected"
 
+
+def test_ctrl_c_while_the_parser_is_built_is_one_line(monkeypatch, capsys):
+    """Building the parser imports numpy and the mouse options (a tenth of a second): a Ctrl-C
+    then was a KeyboardInterrupt traceback."""
+    from pipeline import cli
+
+    def interrupted(sub):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_add_mouse", interrupted)
+    assert cli.main(["run", "--input", "0"]) == 130
+    assert capsys.readouterr().err == "edgegaze: interrupted\n"
 
 
 def test_every_option_has_help():

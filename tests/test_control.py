@@ -127,6 +127,8 @@ def test_calibration_bad_files(tmp_path):
     with pytest.raises(EdgegazeError, match="frame,x_px,y_px"):
         cal.read_targets_csv(tmp_path / "t.csv")
     (tmp_path / "s.json").write_text('{"width_px": 10}')
+    with pytest.raises(EdgegazeError, match="its first line has no frame, x_px, y_px"):  # was 'lists no targets'
+        cal.read_targets_csv(tmp_path / "s.json")  # screen.json given as --targets-csv
     with pytest.raises(EdgegazeError, match="width_mm"):
         cal.ScreenGeometry.load(tmp_path / "s.json")
     # a folder where a file belongs was an IsADirectoryError traceback; sizes of 0 gave 0.02 deg errors

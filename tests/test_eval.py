@@ -104,10 +104,12 @@ def test_ibug68_loader_matches_dlib_xml(tmp_path):
 
 
 def test_a_file_given_as_dataset_folder_says_so(tmp_path):
-    (tmp_path / "labels.txt").write_text("not a folder")  # was: 'dataset folder not found'
+    (tmp_path / "labels.txt").write_text("not a folder")  # was: 'dataset folder not found' (session: 'folder not found')
     for load in (datasets.load_aflw2000, datasets.load_ibug68):
         with pytest.raises(EdgegazeError, match="labels.txt is a file; this dataset is a folder"):
             load(tmp_path / "labels.txt")
+    with pytest.raises(EdgegazeError, match="labels.txt is a file; a gaze session is a folder"):
+        datasets.load_session(tmp_path / "labels.txt")
 
 
 def test_session_loader_and_bad_session(tmp_path):

@@ -185,3 +185,47 @@ def test_interrupted_report_leaves_no_folder(zoo_ready, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         build_report(shared_path(VIDEO), tmp_path / "rep", frames=1, progress=False)
     assert not (tmp_path / "rep").exists()
+
+
+def test_ctrl_c_writes_what_was_measured_and_never_half_a_report(zoo_ready, tmp_path, monkeypatch, capsys):
+    """Ctrl-C ended `report` with 'interrupted' and nothing written, however long it had measured;
+    and one while the files were written left report.json and plots without report.md."""
+    import os
+    import signal
+
+    from conftest import shared_path
+    from pipeline.cli import main
+    from pipeline.report import model_report, plots
+
+    real_measure, real_plots = model_report.measure, plots.write_plots
+
+    def measure_then_ctrl_c(*args, **kw):
+        row = real_measure(*args, **kw)
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, after the first model
+        return row
+
+    monkeypatch.setattr(model_report, "measure", measure_then_ctrl_c)
+    args = ["report", "--input", str(shared_path(VIDEO)), "--frames", "2", "--out", str(tmp_path / "rep")]
+    assert main(args) == 130
+    assert capsys.readouterr().out.startswith("interrupted: wrote report.json, report.md and plots of the 1 model run")
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert report["interrupted"] and len(report["models"]) == 1 and report["pipeline"] is None
+    assert "interrupted (Ctrl-C) after 1 of 3 model runs and 0 of 1 in-pipeline runs" in report["notes"]
+    assert "Not measured in this report" in (tmp_path / "rep" / "report.md").read_text()
+    try:
+        import jsonschema
+    except ImportError:
+        pass
+    else:
+        jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+
+    def ctrl_c_while_writing(*args, **kw):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_plots(*args, **kw)
+
+    monkeypatch.setattr(model_report, "measure", real_measure)
+    monkeypatch.setattr(plots, "write_plots", ctrl_c_while_writing)
+    (tmp_path / "rep" / "report.md").unlink()
+    assert main(args) == 0  # measured in full: the write is finished, not cut
+    assert not json.loads((tmp_path / "rep" / "report.json").read_text())["interrupted"]
+    assert (tmp_path / "rep" / "report.md").exists()

@@ -124,6 +124,15 @@ def test_batch_equals_run_reports_failures_and_skips_finished(ray_session, tmp_p
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")} == mtimes
 
 
+def test_a_file_that_is_not_a_video_fails_at_once_in_batch(tmp_path):
+    """It raised in the Ray task: retried twice (failing the same way) with Ray's traceback printed each time."""
+    from pipeline.batch import process_video
+
+    (tmp_path / "corrupt.mp4").write_bytes(shared_path(VIDEO).read_bytes()[:4000])
+    result = process_video(str(tmp_path / "corrupt.mp4"), {}, str(tmp_path / "corrupt.jsonl"), 5)
+    assert result["error"].startswith("cannot decode video") and not list(tmp_path.glob("*.jsonl*"))
+
+
 def test_bad_options_and_missing_ray_are_one_line_errors(tmp_path, capsys, monkeypatch):
     video = str(shared_path(VIDEO))
     assert main(["optimize", "pipeline", "--input", video, "--budget-ms", "50", "--max-drop", "speed=1",

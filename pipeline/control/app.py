@@ -98,9 +98,11 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
     source = open_source(video, max_frames=max(frame_targets) + 1)
+    cal.check_targets_fit(video, frame_targets, targets_csv, source.promised)  # before the run, where the header tells
     pipeline = _pipeline(models, precision, device, params=params, stages=stages)
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
+    cal.check_targets_fit(video, frame_targets, targets_csv, source.delivered)
     result = cal.fit(points, samples, screen, user or "", method, min_samples)
     if out:
         result.save(out)

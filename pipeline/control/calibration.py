@@ -253,7 +253,12 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     path = Path(path)
     try:
         with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+        missing = [c for c in ("frame", "x_px", "y_px") if c not in (reader.fieldnames or [])]
+        if missing:  # e.g. screen.json given here: it said 'lists no targets'
+            raise EdgegazeError(f"{path}: expected CSV columns frame,x_px,y_px; its first line has no "
+                                f"{', '.join(missing)}")
         out = {int(r["frame"]): (float(r["x_px"]), float(r["y_px"])) for r in rows}
     except FileNotFoundError:
         raise EdgegazeError(f"targets file not found: {path}") from None
@@ -266,6 +271,16 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     if min(out) < 0:
         raise EdgegazeError(f"{path}: frame {min(out)} is negative; frames count from 0")
     return out
+
+
+def check_targets_fit(video, frame_targets: dict, targets_csv, frames: int | None) -> None:
+    """A targets.csv of another (longer) recording lists frames past the video's end: those targets get
+    no samples, and calibration said only that too few targets had samples. `frames`: the video's
+    frame count (its header's before the run, the decoded ones after; None: unknown)."""
+    last = max(frame_targets)
+    if frames is not None and last >= frames:
+        raise EdgegazeError(f"{targets_csv} lists frames up to {last}, but {video} has {frames} frames; "
+                            "give the targets.csv recorded with this video")
 
 
 def samples_from_session(frames, frame_targets: dict[int, tuple[float, float]],

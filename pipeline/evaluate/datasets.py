@@ -244,8 +244,9 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     from pipeline.control.calibration import read_screen, read_targets_csv
 
     folder = Path(folder)
-    if not folder.is_dir():
-        raise EdgegazeError(f"gaze session folder not found: {folder}")
+    if not folder.is_dir():  # a file (the session's video, say) was 'folder not found'
+        raise EdgegazeError(f"gaze session folder not found: {folder}" if not folder.exists() else
+                            f"{folder} is a file; a gaze session is a folder with screen.json and targets.csv")
     for name in ("targets.csv", "screen.json"):
         if not (folder / name).exists():
             raise EdgegazeError(f"{folder}: a gaze session needs targets.csv and screen.json, and video.mp4 (or "

@@ -45,6 +45,7 @@ class EveryFrame:
 def run_session(pipeline, session: datasets.Session):
     """(index, timestamp, FaceResult | None) for every frame up to the last target (or every still,
     each on its own), plus the frame width."""
+    from pipeline.control.calibration import check_targets_fit
     from pipeline.sources import open_source
 
     if session.stills:
@@ -55,15 +56,15 @@ def run_session(pipeline, session: datasets.Session):
                 width = fr.shape[1]
                 frames.append((i, float(i), fr.faces[0] if fr.faces else None))
         return frames, width
-    last = max(session.targets)
-    source = open_source(str(session.video), max_frames=last + 1)
+    targets_csv = session.root / "targets.csv"
+    source = open_source(str(session.video), max_frames=max(session.targets) + 1)
+    check_targets_fit(session.video, session.targets, targets_csv, source.promised)  # before the run, where the header tells
     pipeline.reset()
     frames, width = [], None
     for fr in pipeline.run(source):
         width = fr.shape[1]
         frames.append((fr.index, fr.timestamp, fr.faces[0] if fr.faces else None))
-    if len(frames) <= last:
-        raise EdgegazeError(f"{session.video} has {len(frames)} frames but targets.csv lists frame {last}")
+    check_targets_fit(session.video, session.targets, targets_csv, len(frames))
     return frames, width
 
 

@@ -102,6 +102,14 @@ class Calibration:
     def __init__(self, src: str | Path | list, subset: int = 100, n_val: int | None = None, seed: int = 0, log=print,
                  check_src: str | Path | list | None = None):
         self.sources, self.check_sources = _paths(src), _paths(check_src or [])
+        if not self.sources:  # '--calib ,' said 'no landmarks inputs could be built' after decoding nothing
+            raise EdgegazeError("--calib names no source; give a video, a webcam recording or an image folder "
+                                "(comma-separate several)")
+        for check in self.check_sources:  # its frames would be calibrated on: a check that cannot fail
+            if any(_same_file(check, s) for s in self.sources):
+                raise EdgegazeError(f"--check {check} is also a --calib source, so it checks frames the model was "
+                                    "calibrated on; give another recording, or leave --check out to hold out the "
+                                    "last eighth of each --calib source")
         self.src = ", ".join(map(str, self.sources))  # for messages and reports
         self.check_src = ", ".join(map(str, self.check_sources)) or None
         self.subset = int(subset)
@@ -225,6 +233,13 @@ def _paths(src) -> list[Path]:
     """Sources from a path, a comma-separated string or a list of either."""
     items = src if isinstance(src, (list, tuple)) else [src]
     return [Path(p.strip()).expanduser() for item in items for p in str(item).split(",") if p.strip()]
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)  # also through links and other spellings of the path
+    except OSError:  # one is missing: said when it is read
+        return False
 
 
 def _all_frames(src: Path, n: int) -> list[np.ndarray]:

@@ -90,10 +90,13 @@ def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | No
 
 def measure_all(models_set: str, precisions: list[str], images: list, cpu_tdp_w: float | None = None,
                 rapl_root="/sys/class/powercap", idle_w: float = 0.0, profile: dict | None = None,
-                params=None) -> tuple[dict, list[str]]:
-    """The report's `pipeline` section for every precision, and notes for those that could not run."""
+                params=None, stop=None) -> tuple[dict, list[str]]:
+    """The report's `pipeline` section for every precision, and notes for those that could not run;
+    a set `stop` event (Ctrl-C) ends it after the precision in hand."""
     runs, stages, notes = [], [], []
     for precision in precisions:
+        if stop is not None and stop.is_set():
+            break
         meter = energy.Rapl(rapl_root)
         run, rows, note, reason = measure(models_set, precision, images, cpu_tdp_w, meter, idle_w, profile, params)
         notes += [note] if note else []

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from pipeline import __version__, paths, runtime, sources, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.outputs import stop_on_ctrl_c
 from pipeline.paths import check_out_dir
 from pipeline.report import energy, flops, in_pipeline, latency, profile
 from pipeline.stages import params as stage_params
@@ -198,15 +199,33 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
     if not meter.available:
         notes.append(f"rapl: {meter.reason}; energy figures come from the other two methods")
 
-    rows = []
+    rows, pipeline_section, pipelines = [], None, ["profile"] if profile else precisions
     bar = tqdm(items, desc="report", unit="model", disable=not progress)
-    for stage, model_id, precision in bar:
-        bar.set_postfix_str(f"{model_id} {precision}")
-        rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
-
-    pipeline_section, pipeline_notes = in_pipeline.measure_all(models_set, ["profile"] if profile else precisions, images, cpu_tdp_w, rapl_root, idle_w,
-                                                                profile=profile, params=params)
-    notes += pipeline_notes
+    # Ctrl-C: the report of what was measured (it ended in 'interrupted' and nothing written); the
+    # first stops after the model in hand, a second at once
+    with stop_on_ctrl_c() as stop:
+        try:
+            for stage, model_id, precision in bar:
+                bar.set_postfix_str(f"{model_id} {precision}")
+                rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
+                if stop.is_set():
+                    break
+            else:
+                pipeline_section, pipeline_notes = in_pipeline.measure_all(
+                    models_set, pipelines, images, cpu_tdp_w, rapl_root, idle_w, profile=profile, params=params,
+                    stop=stop)
+                notes += pipeline_notes
+        except KeyboardInterrupt:
+            stop.set()
+        interrupted = stop.is_set()
+    bar.close()
+    if interrupted:
+        if not rows:
+            raise KeyboardInterrupt  # nothing measured: nothing written
+        runs = len(pipeline_section["runs"]) if pipeline_section else 0
+        pipeline_section = pipeline_section if runs else None  # null: not measured
+        notes.append(f"interrupted (Ctrl-C) after {len(rows)} of {len(items)} model runs and {runs} of "
+                     f"{len(pipelines)} in-pipeline runs")
 
     report = {
         "schema": SCHEMA_ID,
@@ -226,8 +245,12 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         "pipeline": pipeline_section,
         "skipped": skipped,
         "notes": notes,
+        "interrupted": interrupted,
     }
-    write_report(report, check_out_dir(out))  # made only now: a bad input or Ctrl-C leaves no empty folder
+    # a Ctrl-C while writing left report.json and some plots without report.md (or beside an older
+    # one): the write is finished first
+    with stop_on_ctrl_c(at_once=False):
+        write_report(report, check_out_dir(out))  # made only now: a bad input or Ctrl-C leaves no empty folder
     return report
 
 
