@@ -165,7 +165,9 @@ class Pipeline:
                 return None  # the tracked region lost the face: the detector takes over
         return result
 
-    def _front(self, image: np.ndarray, ms: dict) -> tuple[list[FaceResult], bool]:
+    def _front(self, image: np.ndarray, ms: dict, still: bool = False) -> tuple[list[FaceResult], bool]:
+        if still:  # a photo in a folder of photos: the last one's faces are not in it (order-dependent results)
+            self.reset()
         results, lost = [], False
         periodic = self._since_detect >= self.redetect_every
         if self.tracking and self._tracked and not periodic:
@@ -201,7 +203,7 @@ class Pipeline:
     def step(self, frame: Frame) -> FrameResult:
         """One frame, synchronously."""
         ms: dict[str, float] = {}
-        results, ran = self._front(frame.image, ms)
+        results, ran = self._front(frame.image, ms, frame.still)
         return self._finish(frame, results, ran, ms)
 
     def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0) -> FrameResult:
@@ -216,7 +218,7 @@ class Pipeline:
             pending = None
             for frame in frames:
                 ms: dict[str, float] = {}
-                results, ran = self._front(frame.image, ms)
+                results, ran = self._front(frame.image, ms, frame.still)
                 future = pool.submit(self._finish, frame, results, ran, ms)
                 if pending is not None:
                     yield pending.result()

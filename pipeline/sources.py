@@ -31,6 +31,7 @@ class Frame:
     timestamp: float  # seconds: media time for videos, wall time since start for cameras
     image: np.ndarray  # HxWx3 uint8 BGR
     name: str = ""  # file name for image sources
+    still: bool = False  # an image of its own: nothing carries over from the frame before it (tracking)
 
 
 def to_bgr(image: np.ndarray) -> np.ndarray:
@@ -106,7 +107,7 @@ class Source:
                 if image is None or image.size == 0:
                     self.unreadable.append(path.name)  # skipped, not fatal; named at the end
                     continue
-                yield Frame(i, 0.0, to_bgr(image), path.name)
+                yield Frame(i, 0.0, to_bgr(image), path.name, still=True)
             if len(self.unreadable) == len(self._images):  # nothing to run on: a failure, not a run of 0 frames
                 raise EdgegazeError(f"no image in {self.src} could be read ({self.skipped_note().removeprefix('skipped ')}); "
                                     "pass a folder of readable images")

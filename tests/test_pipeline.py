@@ -170,3 +170,24 @@ def test_a_missing_precision_names_the_command_that_makes_it(zoo_ready):
         Pipeline.from_set("omz", precision="FP16-INT8")
     with pytest.raises(EdgegazeError, match="edgegaze optimize prune --model iris-landmark .* --tag CH99"):
         Pipeline.from_set("mediapipe", gaze="iris-landmark@CH99")
+
+
+@pytest.mark.parametrize("async_mode", [False, True])
+def test_a_folder_of_photos_is_not_tracked_from_one_photo_to_the_next(zoo_ready, tmp_path, async_mode):
+    """Tracking carried the last photo's mesh region into the next one: on the AFLW2000 dev photos
+    (different people, faces near the centre) head yaw moved 5.5 deg and pitch 8.4 deg with the
+    order of the files. Each photo now reads as if it were alone."""
+    import shutil
+
+    folder = shared_path("labeled/aflw2000_dev")
+    for p in sorted(folder.glob("*.jpg")):
+        shutil.copy(p, tmp_path / p.name)
+
+    def poses(tracking: bool) -> dict:
+        pipe = Pipeline.from_set("mediapipe", "FP32", tracking=tracking, async_mode=async_mode)
+        return {fr.name: np.array([fr.faces[0].head_pose.yaw, fr.faces[0].head_pose.pitch, fr.faces[0].head_pose.roll]) for fr in pipe.run(open_source(str(tmp_path)))}
+
+    tracked, alone = poses(True), poses(False)
+    assert len(alone) == 8
+    for name, pose in alone.items():
+        assert np.allclose(tracked[name], pose, atol=1e-3), (name, tracked[name], pose)
