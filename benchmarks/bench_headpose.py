@@ -132,7 +132,7 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
 
     def faces(pipe, img):
         pipe.reset()
-        return [f for f in pipe.process(img).faces if f.head_pose is not None]
+        return [f for f in pipe.process(img, still=True).faces if f.head_pose is not None]
 
     dev = []
     for flip in (False, True):

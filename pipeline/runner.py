@@ -165,9 +165,24 @@ class Pipeline:
                 return None  # the tracked region lost the face: the detector takes over
         return result
 
+    def _settled(self, image: np.ndarray, result: FaceResult, ms: dict) -> FaceResult:
+        """A photo's landmarks from the region their own landmarks give (what tracking does on the
+        next video frame), `still_passes` times (a landmarks stage parameter; 0 without one); the
+        face keeps its detector box."""
+        for _ in range(getattr(self.landmarks, "still_passes", 0)):
+            region = self.landmarks.next_face(result.landmarks, image.shape)
+            again = self._with_landmarks(image, region, ms) if region is not None else None
+            if again is None:
+                break
+            result.landmarks = again.landmarks
+            result.ms["landmarks"] += again.ms["landmarks"]
+        return result
+
     def _front(self, image: np.ndarray, ms: dict, still: bool = False) -> tuple[list[FaceResult], bool]:
         if still:  # a photo in a folder of photos: the last one's faces are not in it (order-dependent results)
             self.reset()
+            results = self._detect(image, [], ms)
+            return [self._settled(image, r, ms) for r in results], True
         results, lost = [], False
         periodic = self._since_detect >= self.redetect_every
         if self.tracking and self._tracked and not periodic:
@@ -206,8 +221,8 @@ class Pipeline:
         results, ran = self._front(frame.image, ms, frame.still)
         return self._finish(frame, results, ran, ms)
 
-    def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0) -> FrameResult:
-        return self.step(Frame(index, timestamp, image))
+    def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0, still: bool = False) -> FrameResult:
+        return self.step(Frame(index, timestamp, image, still=still))
 
     def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:
         """Results in frame order; async mode overlaps frame t's back half with t+1's front."""

@@ -37,8 +37,7 @@ def run_pipeline(pipeline, ds: datasets.Dataset, flip: bool = False) -> list[dic
     out = []
     for s in ds.samples:
         image = common.read_image(s.image, flip)
-        pipeline.reset()
-        faces = [f for f in pipeline.process(image).faces if f.head_pose is not None]
+        faces = [f for f in pipeline.process(image, still=True).faces if f.head_pose is not None]
         k = pick_face(faces, s, image.shape)
         rec = {"image": s.image.name, "true": [s.yaw, s.pitch, s.roll], "pred": None, "error": None,
                "signed_error": None}

@@ -88,8 +88,7 @@ def run_pipeline(pipeline, ds: datasets.Dataset) -> tuple[list[dict], int]:
             unlabeled += len(s.points)
             continue
         image = common.read_image(s.image)
-        pipeline.reset()
-        faces = [f for f in pipeline.process(image).faces if f.landmarks is not None]
+        faces = [f for f in pipeline.process(image, still=True).faces if f.landmarks is not None]
         boxes = np.array([f.face.box for f in faces]).reshape(-1, 4)
         used = set()
         for box, true68 in zip(s.boxes, s.points):
