@@ -4,7 +4,9 @@ Per frame: find faces (detector, or last frame's landmarks when tracking), then 
 landmarks -> head pose -> gaze -> eye state. Tracking works like MediaPipe's graph: a confident
 landmarks result gives next frame's face region and the detector is skipped; it runs again
 when no face is tracked, when a tracked face's landmark confidence drops (on that same frame),
-and every `redetect_every` frames to pick up new faces.
+and every `redetect_every` frames to pick up new faces. A still (a photo: `Frame.still`) carries
+nothing over from the frame before; its landmarks are run again on the region their own
+landmarks give (the landmarks stage's `still_passes`), the region a tracked video frame gets.
 
 Async mode pipelines across frames: the front half (faces + landmarks of frame t+1, which
 tracking makes sequential) runs while the back half (head pose, gaze, eye state of frame t)
