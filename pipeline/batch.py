@@ -42,7 +42,7 @@ def process_video(video: str, profile: dict, dest: str, max_frames: int | None, 
     """One video (inside a Ray task): the profile's pipeline (with --param stage parameters), JSON
     Lines written atomically; {"error": message} for a file that is not a video."""
     from pipeline import profile as profiles
-    from pipeline.outputs import run_to_outputs
+    from pipeline.outputs import part_path, run_to_outputs
     from pipeline.sources import open_source
 
     try:
@@ -50,7 +50,7 @@ def process_video(video: str, profile: dict, dest: str, max_frames: int | None, 
     except EdgegazeError as e:  # not a video, or corrupt: a retry fails the same way, and Ray would print its traceback
         return {"error": str(e)}
     pipeline = profiles.build_pipeline(profile, params=params)
-    tmp = Path(dest).with_name(f".{Path(dest).name}.part")
+    tmp = part_path(dest)
     s = run_to_outputs(pipeline, source, str(tmp), progress=False)
     if s.interrupted:
         tmp.unlink(missing_ok=True)  # a part file would look like work in progress
@@ -81,6 +81,7 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     """Process every video not finished yet, at most `workers` at once; write summary.json."""
     from pipeline import cluster
     from pipeline import profile as profiles
+    from pipeline.outputs import part_path
 
     if workers < 1:
         raise EdgegazeError("--workers must be at least 1")
@@ -108,8 +109,8 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
             ray.cancel(ref, force=True)
         ray.wait(list(pending), num_returns=len(pending), timeout=10)  # the workers are gone before the unlink
         for video in pending.values():
-            name = names[Path(video)]  # process_video's temp file, and run_to_outputs' own under it
-            for part in (out / f".{name}.part", out / f"..{name}.part.part"):
+            tmp = part_path(out / names[Path(video)])  # process_video's temp file, and run_to_outputs' own under it
+            for part in (tmp, part_path(tmp)):
                 part.unlink(missing_ok=True)
         raise
     seconds = time.perf_counter() - t0

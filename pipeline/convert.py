@@ -116,9 +116,10 @@ def ir_problem(xml: Path) -> str | None:
               default=0)
     if bin_path.stat().st_size < end:
         return f"its .bin is truncated ({bin_path.stat().st_size} of {end} bytes)"
-    if (xml.parent / "provenance.json").exists() and provenance_of_dir(xml.parent) is None:
+    provenance = provenance_of_dir(xml.parent)
+    if provenance is None and (xml.parent / "provenance.json").exists():
         return "its provenance.json is unreadable"
-    recorded = (provenance_of_dir(xml.parent) or {}).get("ir_sha256")
+    recorded = (provenance or {}).get("ir_sha256")
     if recorded and ir_hashes(xml) != recorded:
         return "its .xml or .bin does not match the sha256 recorded when it was written"
     try:

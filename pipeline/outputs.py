@@ -163,13 +163,19 @@ def stop_on_ctrl_c(at_once: bool = True):
         signal.signal(signal.SIGINT, old)
 
 
+def part_path(path: str | Path) -> Path:
+    """Where a file is written until it is complete: `.<name>.part` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.part")
+
+
 class _JsonLines:
     """JSON Lines under `.<name>.part`, opened at the first frame. The last record is held back
     until the end so that it can carry what the source skipped."""
 
     def __init__(self, path: str):
         self.path, self.fh, self.last = Path(path), None, None
-        self.tmp = self.path.with_name(f".{self.path.name}.part")
+        self.tmp = part_path(self.path)
 
     def write(self, record: dict) -> None:
         self.fh = self.fh or open(self.tmp, "w")

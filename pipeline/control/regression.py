@@ -311,10 +311,14 @@ def target_groups(x, y) -> tuple[list[np.ndarray], np.ndarray]:
     return groups, points
 
 
+def _means(groups: list[np.ndarray]) -> np.ndarray:
+    return np.stack([g.mean(0) for g in groups])
+
+
 def group_by_target(x, y) -> tuple[np.ndarray, np.ndarray]:
     """(robust mean features per target, target points): the means of `target_groups`."""
     groups, points = target_groups(x, y)
-    return np.stack([g.mean(0) for g in groups]), points
+    return _means(groups), points
 
 
 class AutoGazeModel:
@@ -327,9 +331,8 @@ class AutoGazeModel:
 
     def fit(self, x, y) -> "AutoGazeModel":
         groups, points = target_groups(x, y)
-        feats = np.stack([g.mean(0) for g in groups])
         leak = head_leak(groups) if self.remove_leak else (0.0, 0.0)
-        self.model, self.choice = choose(feats, points, self.bounds, leak, groups)
+        self.model, self.choice = choose(_means(groups), points, self.bounds, leak, groups)
         return self
 
     def predict(self, x) -> np.ndarray:

@@ -153,10 +153,7 @@ class Calibration:
             else:  # about one no-face frame per three face frames: enough to anchor the background
                 keep = self.rng.permutation(len(noface))[: max(1, len(dest) // 3)]
                 dest += [noface[i] for i in sorted(keep)]
-        if not out.check:
-            raise EdgegazeError(f"{self.check_src or f'the last eighth of {self.src}'}: {spec.id} (FP32) finds no face "
-                                f"in the check frames, so it cannot be checked; pass --check with a recording of a face "
-                                f"in view, or a longer --calib video")
+        self._require_check(out, spec.id)
         out.notes.append(f"{len(out.calib)} calibration frames (incl. no-face), {len(out.val)} + {len(out.check)} held-out "
                          f"(val + check) face frames, {len(out.val_noface)} + {len(out.check_noface)} no-face frames")
         return out
@@ -208,11 +205,14 @@ class Calibration:
         if not out.calib or not out.val:
             raise EdgegazeError(f"{self.src}: no {spec.stage} inputs could be built for {spec.id} "
                                 f"(faces found but no usable crops); use a video with a face in clear view")
-        if not out.check:
-            where = self.check_src or f"the last eighth of {self.src}"
-            raise EdgegazeError(f"{where}: no face found in the check frames, so {spec.id} cannot be checked; "
-                                f"pass --check with a recording of a face in view, or a longer --calib video")
+        self._require_check(out, spec.id)
         return out
+
+    def _require_check(self, items: Items, model_id: str) -> None:
+        if not items.check:
+            where = self.check_src or f"the last eighth of {self.src}"
+            raise EdgegazeError(f"{where}: no face found in the check frames, so {model_id} cannot be checked; "
+                                f"pass --check with a recording of a face in view, or a longer --calib video")
 
     def _jittered(self, r: FaceResult, shape) -> FaceResult:
         b = r.face.box.astype(np.float32)
