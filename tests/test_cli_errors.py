@@ -346,3 +346,14 @@ def test_every_option_has_help():
     text = subprocess.run([sys.executable, "-m", "pipeline", "run", "--help"], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
     assert text.startswith("usage: python -m pipeline run") and "(default: mediapipe)" in text
+
+
+def test_filelock_is_imported_before_anything_can_fork_from_a_thread():
+    """OpenVINO's telemetry forks from its own thread; a filelock import (its fork hooks) landing
+    inside such a fork printed 'Exception ignored in _resume_parent_after_fork ... KeyError' under
+    a one-line error, 9 of 100 failing `optimize pipeline` runs on a loaded machine. `import
+    pipeline` registers the hooks first, while the process has one thread and no OpenVINO."""
+    code = ("import sys, threading, pipeline; "
+            "print('filelock' in sys.modules, 'openvino' in sys.modules, threading.active_count())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "False", "1"], out.stdout + out.stderr
