@@ -16,6 +16,8 @@ No labeled gaze-on-screen data can be shared here, so the truth is simulated and
    curvature) plus a leak of head pose into gaze, plus the real noise of a random stretch of trace.
    The first 0.3 s of each target is the saccade from the previous one; SteadySampler picks samples
    as in the mouse app.
+   `--stills`: one photo per target instead (a session of stills, as `eval gaze-session` takes):
+   a single frame at a random moment after the saccade, so no within-target statistics.
 3. Each method is scored leave-one-target-out (the issue's protocol) and on a 5x5 grid of unseen
    test points (what the user meets afterwards), in degrees of visual angle and % of screen width.
 
@@ -27,7 +29,8 @@ the features keep their real noise). `--head-scale S` scales the head motion of 
 calibrates holds still more than that).
 
 Methods: `auto` (regression.choose, the default), `auto (head leak kept)` (the same without
-removing the head leak measured within targets), `auto (no openness)` (without the samples' eye
+removing the head leak measured within targets), `auto (every target kept)` (without leaving out
+a target that was not looked at like the others), `auto (no openness)` (without the samples' eye
 openness, so without blink rejection), each fixed candidate, and the old default
 (`legacy-degree2`: ridge alpha 0.05 on a degree-2 polynomial in the 4 features, fitted on every
 sample, no clipping) and `legacy-degree1`.
@@ -115,8 +118,9 @@ def observe(u: dict, ang: np.ndarray, head: np.ndarray, noise: np.ndarray) -> np
     return np.column_stack([g, h]) + noise
 
 
-def session(u, points, residuals, head_trace, openness, rng) -> dict[int, list]:
-    """Steady samples per target, as the mouse app collects them (with the real frames' openness)."""
+def session(u, points, residuals, head_trace, openness, rng, stills: bool = False) -> dict[int, list]:
+    """Steady samples per target, as the mouse app collects them (with the real frames' openness);
+    `stills`: one photo per target, taken at a random moment after the saccade."""
     n = int(HOLD_S * FPS)
     start = rng.integers(0, len(residuals) - n * (len(points) + 1))
     sampler, samples, prev = cal.SteadySampler(), {}, true_angles(points[-1:])[0]
@@ -128,6 +132,9 @@ def session(u, points, residuals, head_trace, openness, rng) -> dict[int, list]:
         prev = ang[-1]
         feats = np.column_stack([observe(u, ang, head_trace[i0:i0 + n], residuals[i0:i0 + n]),
                                  openness[i0:i0 + n]])
+        if stills:
+            samples[k] = [feats[rng.integers(s, n)]]
+            continue
         sampler.start(0.0)
         for j, f in enumerate(feats):
             if sampler(j / FPS, f):
@@ -174,6 +181,8 @@ def method(name: str):
     bounds = [SCREEN.width_px, SCREEN.height_px]
     if name == "auto (head leak kept)":
         return lambda: regression.AutoGazeModel(bounds, remove_leak=False)
+    if name == "auto (every target kept)":
+        return lambda: regression.AutoGazeModel(bounds, leave_out=False)
     if name.endswith(" (no openness)"):
         return lambda: NoOpenness(cal.regressor(name.split()[0], bounds))
     if name.startswith("legacy-degree"):
@@ -181,7 +190,7 @@ def method(name: str):
     return lambda: cal.regressor(name, bounds)
 
 
-METHODS = ("auto", "auto (head leak kept)", "auto (no openness)", "axis-gaze", "affine-gaze", "affine-gaze-head", "quadratic-gaze-head", "legacy-degree1",
+METHODS = ("auto", "auto (head leak kept)", "auto (every target kept)", "auto (no openness)", "axis-gaze", "affine-gaze", "affine-gaze-head", "quadratic-gaze-head", "legacy-degree1",
            "legacy-degree2")
 
 
@@ -202,7 +211,7 @@ def score(make, points, samples, test_points, test_feats) -> tuple[float, float]
 
 
 def simulate(models: str, users: int, cache_dir: Path, seed: int = 0, condition: str = "moving",
-             head_scale: float = 1.0) -> list[dict]:
+             head_scale: float = 1.0, stills: bool = False) -> list[dict]:
     residuals, head_trace, openness = noise_model(traces(models, cache_dir / f"traces_{models}_open.npy"))
     head_trace = head_trace * (0.0 if condition == "still" else head_scale)
     rng = np.random.default_rng(seed)
@@ -217,7 +226,7 @@ def simulate(models: str, users: int, cache_dir: Path, seed: int = 0, condition:
             u = user(rng)
             if condition == "no-leak":
                 u["leak"] = np.zeros(2)
-            samples = session(u, points, residuals, head_trace, openness, rng)
+            samples = session(u, points, residuals, head_trace, openness, rng, stills)
             if len(samples) < 3:
                 continue
             j = rng.integers(0, len(residuals) - 20, len(test_points))
@@ -229,7 +238,7 @@ def simulate(models: str, users: int, cache_dir: Path, seed: int = 0, condition:
         for m, v in sums.items():
             v = np.array(v)
             loto, test = v.mean(0)
-            rows.append({"set": models, "condition": condition, "head_scale": head_scale, "layout": layout, "method": m, "users": len(v), "loto_deg": loto,
+            rows.append({"set": models, "condition": condition, "head_scale": head_scale, "stills": stills, "layout": layout, "method": m, "users": len(v), "loto_deg": loto,
                          "test_deg": test, "test_pct_width": 100 * np.tan(np.radians(test)) * SCREEN.distance_mm
                          / SCREEN.width_mm, "vs_affine": test / affine[:, 1].mean(),
                          # users whose unseen-grid error is over 10 % (and 0.2 deg) worse than the affine map's
@@ -242,7 +251,8 @@ def markdown(rows: list[dict], users: int) -> str:
     layouts = list(LAYOUTS)
     r0 = rows[0]
     scale = f", head motion x{r0['head_scale']:g}" if r0["head_scale"] != 1 and r0["condition"] != "still" else ""
-    out = [f"# Calibration on simulated sessions from real feature traces ({r0['condition']}{scale})\n\n"
+    photos = ", one photo per target" if r0["stills"] else ""
+    out = [f"# Calibration on simulated sessions from real feature traces ({r0['condition']}{scale}{photos})\n\n"
            f"{users} simulated users per layout "
            f"(scripts/simulate_calibration.py). Mean error in degrees: leave-one-target-out / unseen 5x5 grid; '(k worse)': "
            f"users for whom auto's unseen-grid error was over 10 % and 0.2 deg worse than affine-gaze's.\n"]
@@ -265,15 +275,16 @@ def main() -> None:
     ap.add_argument("--condition", choices=("moving", "no-leak", "still"), default="moving",
                     help="head motion and leak of the simulated users (module docstring)")
     ap.add_argument("--head-scale", type=float, default=1.0, help="scale of the traces' head motion (module docstring)")
+    ap.add_argument("--stills", action="store_true", help="one photo per target instead of a video session")
     ap.add_argument("--out", default=str(ROOT / "results" / "calibration"))
     args = ap.parse_args()
     out = Path(args.out)
     rows = []
     for s in args.sets.split(","):
-        rows += simulate(s, args.users, out, condition=args.condition, head_scale=args.head_scale)
+        rows += simulate(s, args.users, out, condition=args.condition, head_scale=args.head_scale, stills=args.stills)
     out.mkdir(parents=True, exist_ok=True)
     stem = "simulation" + ("" if args.condition == "moving" else f"_{args.condition}") + \
-        ("" if args.head_scale == 1 else f"_head{args.head_scale:g}")
+        ("" if args.head_scale == 1 else f"_head{args.head_scale:g}") + ("_stills" if args.stills else "")
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     md = markdown(rows, args.users)
     (out / f"{stem}.md").write_text(md)

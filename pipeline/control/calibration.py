@@ -318,10 +318,13 @@ def visual_angle_summary(cal: Calibration) -> str:
     model = cal.choice.get("model", cal.model.name)
     leak = (f", head leak taken out of the gaze (yaw {cal.model.leak[0]:+.2f}, pitch {cal.model.leak[1]:+.2f} "
             f"x head angle)" if any(cal.model.leak) else "")
+    left = cal.choice.get("left_out") or []
+    left = (f"; left out as not looked at like the others: target{'s' * (len(left) > 1)} at "
+            + ", ".join(f"({x:.0f}, {y:.0f})" for x, y in left) + " px" if left else "")
     return (f"calibration error ({v.get('method')}): mean {v.get('mean_error_px', math.nan):.0f} px"
             f" ({v.get('mean_error_pct_width', math.nan):.1f} % of the width){deg_txt}, median "
             f"{v.get('median_error_px', math.nan):.0f} px over {len(v.get('targets', []))} targets; "
-            f"model {model} (alpha {cal.model.alpha:g}) from {len(v.get('targets', []))} targets{leak}")
+            f"model {model} (alpha {cal.model.alpha:g}) from {len(v.get('targets', []))} targets{leak}{left}")
 
 
 def error_too_large(cal: Calibration, max_error_deg: float | None, max_error_pct: float = 15.0) -> str | None:

@@ -171,7 +171,9 @@ def evaluate(path, models="mediapipe", precisions="FP32", out=None, video=None, 
         frames, width = run_session(pipeline, session)
         row.update(evaluate_frames(frames, width, session, method, steady),
                    stages=", ".join(pipeline.names[k] for k in NEEDS))
-        row["model"] = row["calibration"]["model"] + (", head leak out" if row["calibration"].get("leak_removed") else "")
+        c = row["calibration"]
+        row["model"] = c["model"] + (", head leak out" if c.get("leak_removed") else "") + (
+            f", {len(c['left_out'])} target(s) left out" if c.get("left_out") else "")
         rows.append(row)
         log(f"{models_set} {precision}: accuracy {row['mean_px']:.0f} px ({row['mean_pct_width']:.1f} % of the "
             f"width), {row['mean_deg']:.2f} deg; precision {row['precision_deg']:.2f} deg; over {row['samples']} "
