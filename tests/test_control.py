@@ -327,3 +327,31 @@ def test_a_head_angle_that_only_jitters_is_not_calibrated_on():
         assert auto.choice["model"] != "affine-gaze-head" or err["auto"] <= 1.05 * err["affine"], (auto.choice, err)
         worse += err["auto"] > 1.1 * err["affine"]
     assert worse == 0
+
+
+def test_a_fold_whose_other_targets_lie_on_a_line_scores_the_map_it_would_fit():
+    """5 targets (corners and centre): held out one corner, the centre and two opposite corners
+    are left on a line, where an affine map is undetermined. Scored as such, that fold's wild
+    extrapolation made the affine map lose to the axis-wise one in every nested choice, so gaze
+    angles with cross-talk (the camera sees the eyes off-axis) read 2-3x the affine map's
+    leave-one-target-out error. The fold scores the axis-wise map a calibration on those targets
+    would fit."""
+    from pipeline.control.regression import CANDIDATES, determined, loto_errors
+
+    points = cal.target_points("5", 1280, 800)
+    u, v = (points[:, 0] - 640) / 640, (points[:, 1] - 400) / 400
+    feats = np.column_stack([-25 * u + 6 * v, -15 * v + 4 * u, np.zeros((5, 2))])  # affine, with cross-talk
+    corner = int(np.argmax(np.hypot(u, v)))
+    four = np.delete(points, corner, 0)  # an outer fold: its choice is scored on 4 targets
+    lines = [k for k in range(4) if not determined(CANDIDATES[1], np.delete(four, k, 0))]
+    assert len(lines) == 1  # one inner fold leaves the centre between two opposite corners
+    inner = loto_errors(CANDIDATES[1], 1e-3, np.delete(feats, corner, 0), four)
+    assert inner[lines[0]] < 0.5 * np.hypot(1280, 800), inner  # scored as the axis-wise map, not a wild line fit
+    rng = np.random.default_rng(5)
+    samples = {k: list(np.tile(f, (20, 1)) + rng.normal(0, 0.3, (20, 4)) * [1, 1, 0, 0]) for k, f in enumerate(feats)}
+    screen = cal.ScreenGeometry(1280, 800, 344, 215, 600)
+    auto = cal.leave_one_target_out(points, samples, screen, "auto")["mean_error_px"]
+    affine = cal.leave_one_target_out(points, samples, screen, "affine-gaze")["mean_error_px"]
+    axis = cal.leave_one_target_out(points, samples, screen, "axis-gaze")["mean_error_px"]
+    print(f"auto {auto:.0f} px, affine {affine:.0f} px, axis-wise {axis:.0f} px")
+    assert auto <= 1.1 * affine + 5 and auto < 0.8 * axis

@@ -241,28 +241,36 @@ def _levels(values: np.ndarray) -> int:
     return len(np.unique(np.round((values - values.min()) / tol)))
 
 
-def eligible(points: np.ndarray) -> list[Candidate]:
-    """The candidates these target positions can support (see the module docstring)."""
-    n_train = len(points) - 1  # each candidate is scored with one target held out
-    out = [CANDIDATES[0]]
+def determined(c: Candidate, points: np.ndarray, n: int | None = None) -> bool:
+    """Whether targets at these positions, n of them fitted at a time (all by default), pin candidate
+    c down (see the module docstring); the axis-wise one always."""
+    if c.axis_wise:
+        return True
     if _collinear(points) or _flat_axes(points).any():
-        return out
-    curved = min(_levels(points[:, 0]), _levels(points[:, 1])) >= MIN_LEVELS_QUADRATIC
-    for c in CANDIDATES[1:]:
-        if c.terms() <= n_train if c.degree < 2 else (c.terms() < n_train and curved):
-            out.append(c)
-    return out
+        return False
+    n = len(points) if n is None else n
+    if c.degree < 2:
+        return c.terms() <= n
+    return c.terms() < n and min(_levels(points[:, 0]), _levels(points[:, 1])) >= MIN_LEVELS_QUADRATIC
+
+
+def eligible(points: np.ndarray) -> list[Candidate]:
+    """The candidates these target positions can support, each scored with one target held out."""
+    return [c for c in CANDIDATES if determined(c, points, len(points) - 1)]
 
 
 def loto_errors(cand: Candidate, alpha: float, feats: np.ndarray, points: np.ndarray, bounds=None,
                 leak=(0.0, 0.0), groups=None) -> np.ndarray:
     """Px error per target, predicted by the candidate fitted on the others' means: the mean error
     of its samples (`groups`, so a model that amplifies the features' noise pays for it, as the
-    pointer would), or of its mean."""
+    pointer would), or of its mean. Where the other targets cannot pin the candidate down (the
+    centre and two opposite corners of 5 targets lie on a line) the axis-wise map is what a
+    calibration on them would fit, so that is what the fold scores."""
     errs = []
     for k in range(len(points)):
         rest = np.arange(len(points)) != k
-        m = GazeModel(cand.name, alpha, bounds, leak=list(leak)).fit(feats[rest], points[rest])
+        fitted = cand if determined(cand, points[rest]) else CANDIDATES[0]
+        m = GazeModel(fitted.name, alpha, bounds, leak=list(leak)).fit(feats[rest], points[rest])
         probe = feats[k:k + 1] if groups is None else groups[k]
         errs.append(float(np.hypot(*(m.predict(probe) - points[k]).T).mean()))
     return np.array(errs)
