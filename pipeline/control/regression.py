@@ -106,6 +106,12 @@ def open_eyes(openness, min_ratio: float = MIN_OPEN_RATIO) -> np.ndarray:
     return ~finite | (o >= min_ratio * np.median(o[finite]))
 
 
+def _robust_sd(values: np.ndarray, centre, floor: float) -> np.ndarray:
+    """1.4826 x the median absolute deviation from `centre` (the SD, were the values normal), per
+    column, at least `floor`."""
+    return np.maximum(1.4826 * np.median(np.abs(values - centre), 0), floor)
+
+
 def on_target(rows: np.ndarray, gaze_cols=(0, 1), z_max: float = 3.0, floor_deg: float = 0.5,
               openness=None) -> np.ndarray:
     """One target's samples (in their order) with open eyes (`open_eyes`, when their openness is
@@ -116,7 +122,7 @@ def on_target(rows: np.ndarray, gaze_cols=(0, 1), z_max: float = 3.0, floor_deg:
         rows = rows[open_eyes(openness)]
     g = rows[:, list(gaze_cols)]
     med = np.median(g, 0)
-    sd = np.maximum(1.4826 * np.median(np.abs(g - med), 0), floor_deg)
+    sd = _robust_sd(g, med, floor_deg)
     keep = np.all(np.abs(g - med) <= z_max * sd, axis=1)
     return rows[keep] if keep.any() else rows
 
@@ -286,7 +292,7 @@ def _triangle(feats: np.ndarray, points: np.ndarray) -> bool:
 def outliers(errors: np.ndarray, z: float = OUTLIER_Z) -> np.ndarray:
     """Which targets' leave-one-target-out errors lie over z robust SDs above the median."""
     med = float(np.median(errors))
-    return errors > med + z * max(1.4826 * float(np.median(np.abs(errors - med))), 1e-9)
+    return errors > med + z * _robust_sd(errors, med, 1e-9)
 
 
 def choose(feats, points, bounds=None, leak=(0.0, 0.0), groups=None, leave_out: bool = True) -> tuple[GazeModel, dict]:
