@@ -417,6 +417,10 @@ def test_a_photo_that_caught_a_glance_away_is_left_out_of_the_calibration(udacit
 
     choice = AutoGazeModel([W, H]).fit(glance, points).choice
     assert choice["left_out"] == [points[5].tolist()], choice
+    c = cal.fit(points, {i: [row] for i, row in enumerate(glance)}, cal.ScreenGeometry(W, H, 344, 215, 600),
+                user="t", min_samples=1)
+    summary = cal.visual_angle_summary(c)
+    assert "over 16 targets" in summary and "fitted on 15 targets" in summary and "left out" in summary, summary
     kept, left = loto(glance, False), loto(glance, True)
     print(f"glance: {kept:.0f} -> {left:.0f} px; clean: {loto(clean, False):.0f} -> {loto(clean, True):.0f} px")
     assert left < 0.8 * kept

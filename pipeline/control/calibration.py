@@ -324,7 +324,8 @@ def visual_angle_summary(cal: Calibration) -> str:
     return (f"calibration error ({v.get('method')}): mean {v.get('mean_error_px', math.nan):.0f} px"
             f" ({v.get('mean_error_pct_width', math.nan):.1f} % of the width){deg_txt}, median "
             f"{v.get('median_error_px', math.nan):.0f} px over {len(v.get('targets', []))} targets; "
-            f"model {model} (alpha {cal.model.alpha:g}) from {len(v.get('targets', []))} targets{leak}{left}")
+            f"model {model} (alpha {cal.model.alpha:g}) fitted on {cal.choice.get('targets', len(v.get('targets', [])))}"
+            f" targets{leak}{left}")
 
 
 def error_too_large(cal: Calibration, max_error_deg: float | None, max_error_pct: float = 15.0) -> str | None:
