@@ -202,11 +202,12 @@ def score(make, points, samples, test_points, test_feats) -> tuple[float, float]
         x = np.concatenate([samples[i] for i in rest])
         y = np.concatenate([np.repeat(points[i][None], len(samples[i]), 0) for i in rest])
         pred = make().fit(x, y).predict(np.asarray(samples[k]))
-        errs.append(np.mean(SCREEN.px_to_deg(np.hypot(*(pred - points[k]).T))))
+        errs.append(np.mean(SCREEN.angle_deg(pred, np.broadcast_to(points[k], pred.shape))))
     x = np.concatenate([samples[i] for i in samples])
     y = np.concatenate([np.repeat(points[i][None], len(samples[i]), 0) for i in samples])
     model = make().fit(x, y)
-    test = [np.mean(SCREEN.px_to_deg(np.hypot(*(model.predict(f) - p).T))) for p, f in zip(test_points, test_feats)]
+    test = [np.mean(SCREEN.angle_deg(pred, np.broadcast_to(p, pred.shape)))
+            for p, pred in zip(test_points, map(model.predict, test_feats))]
     return float(np.mean(errs)), float(np.mean(test))
 
 

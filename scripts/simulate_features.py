@@ -140,8 +140,7 @@ def simulate(path: Path, users: int, seed: int = 0) -> list[dict]:
                 for name, cols in FEATURE_SETS.items():
                     if len(cols) + 1 >= len(points):
                         continue  # more coefficients than targets: the calibration would not offer it
-                    e = np.hypot(*(fit_predict(cols, calib, points, test) - grid).T)
-                    errs[name].append(float(np.mean(SCREEN.px_to_deg(e))))
+                    errs[name].append(float(np.mean(SCREEN.angle_deg(fit_predict(cols, calib, points, test), grid))))
             rows += [{"head": "moving" if moving else "still", "layout": layout, "features": n,
                       "deg": float(np.mean(v)), "users": len(v)} for n, v in errs.items() if v]
     return rows

@@ -53,6 +53,10 @@ def inputs(tmp_path_factory):
     (d / "long_session" / "targets.csv").write_text("frame,x_px,y_px\n" + "".join(
         f"{f},{200 + 400 * (f // 100 % 3)},300\n" for f in range(900, 1200)))
     (d / "long_session" / "screen.json").write_text((ROOT / "tests/data/gaze_session/screen.json").read_text())
+    (d / "off_screen").mkdir()  # a typo puts a target 100 screens below a 1920x1080 one
+    (d / "off_screen" / "targets.csv").write_text("frame,x_px,y_px\n0,740,260\n1,-740,99999\n")
+    (d / "off_screen" / "screen.json").write_text((ROOT / "tests/data/gaze_session/screen.json").read_text())
+    (d / "list.json").write_text("[]")  # valid JSON, not a calibration: it said "'list' object has no attribute 'get'"
     return d
 
 
@@ -118,6 +122,25 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "mouse screen-size=-5x100": (["mouse", "--dry-run", "--input", video, "--screen-size=-5x100"], "WIDTHxHEIGHT"),
         "mouse screen-size 1920*1080": (["mouse", "--dry-run", "--input", video, "--screen-size", "1920*1080"],
                                         "WIDTHxHEIGHT"),
+        # --calibration over one of the session's files replaced it with the calibration, exit 0
+        "mouse calibration over its targets": (["mouse", "--calibrate-from", video, "--targets-csv",
+                                                inputs / "long_session" / "targets.csv", "--screen",
+                                                inputs / "long_session" / "screen.json", "--calibration",
+                                                inputs / "long_session" / "targets.csv"], "is the input file"),
+        "mouse calibration over its screen": (["mouse", "--calibrate-from", video, "--targets-csv",
+                                               inputs / "long_session" / "targets.csv", "--screen",
+                                               inputs / "long_session" / "screen.json", "--calibration",
+                                               inputs / "long_session" / "screen.json"], "is the input file"),
+        "mouse calibration a JSON list": (["mouse", "--dry-run", "--input", video, "--mode", "gaze", "--calibration",
+                                           inputs / "list.json"], "not an edgegaze calibration (ValueError: a JSON list"),
+        # ignored unless calibrating
+        "mouse screen missing": (["mouse", "--dry-run", "--input", video, "--mode", "head", "--screen", "nope.json"],
+                                 "screen file not found"),
+        "mouse target off the screen": (["mouse", "--calibrate-from", video, "--targets-csv",
+                                         inputs / "off_screen" / "targets.csv", "--screen",
+                                         inputs / "off_screen" / "screen.json"], "off the 1920x1080 screen"),
+        "eval session target off the screen": (["eval", "gaze-session", inputs / "off_screen", "--video", video,
+                                                "--out", "ev"], "(-740, 99999) of frame 1 is off the 1920x1080"),
         "mouse calibration under a file": (["mouse", "--calibrate-from", shared_path("video/udacity_demo_1080p.mp4"),
                                             "--targets-csv", ROOT / "tests/data/gaze_session/targets.csv",
                                             "--screen", ROOT / "tests/data/gaze_session/screen.json",

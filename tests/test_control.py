@@ -142,6 +142,28 @@ def test_calibration_bad_files(tmp_path):
     (tmp_path / "t.csv").write_text("frame,x_px,y_px\n-5,1,1\n")  # was never seen: 'only 0 of 0 targets'
     with pytest.raises(EdgegazeError, match="frame -5 is negative"):
         cal.read_targets_csv(tmp_path / "t.csv")
+    # Excel's "CSV UTF-8" starts with a byte-order mark: it read as 'its first line has no frame'
+    (tmp_path / "t.csv").write_bytes("frame,x_px,y_px\n3,10,20\n".encode("utf-8-sig"))
+    assert cal.read_targets_csv(tmp_path / "t.csv") == {3: (10.0, 20.0)}
+
+
+def test_calibration_degrees_are_the_eval_s_degrees():
+    """`mouse --calibrate-from` and `eval gaze-session` read one session's error in the same degrees
+    (the mouse took atan(error / distance), as if the eye faced each target: 5.16 against 4.92 deg)."""
+    from pipeline.evaluate import gaze_session
+
+    rng = np.random.default_rng(3)
+    screen = cal.ScreenGeometry(1920, 1080, 527, 296, 600)
+    points = cal.target_points("9", 1920, 1080)
+    c = cal.fit(points, _synthetic(points, rng), screen, user="t")
+    v = c.validation
+    preds = [(t["target"], np.array(t["predictions"])) for t in v["targets"]]
+    ev = gaze_session.errors(points, preds, {"width_px": 1920, "height_px": 1080, "width_mm": 527,
+                                             "height_mm": 296}, 600)
+    assert v["mean_error_deg"] == pytest.approx(ev["mean_deg"], abs=0.01)
+    assert v["precision_deg"] == pytest.approx(ev["precision_deg"], abs=0.01)
+    far = np.array([[0.0, 0.0]])  # a corner seen obliquely subtends less than atan(px * mm/px / distance)
+    assert screen.angle_deg(far + [100, 0], far)[0] < np.degrees(np.arctan(100 * 527 / 1920 / 600))
 
 
 @pytest.mark.parametrize("layout", ["corners", "three", "collinear", "diagonal"])

@@ -299,8 +299,13 @@ def test_calibration_from_a_recorded_session_cli(tmp_path, zoo_ready):
 
     targets, screen = _write_session(tmp_path)
     out_file = tmp_path / "cal.json"
-    p = _cli(["mouse", "--calibrate-from", str(shared_path(UDACITY)), "--targets-csv", str(targets),
-              "--screen", str(screen), "--calibration", str(out_file), "--models", MODELS])
+    args = ["mouse", "--calibrate-from", str(shared_path(UDACITY)), "--targets-csv", str(targets),
+            "--screen", str(screen), "--calibration", str(out_file), "--models", MODELS]
+    p = _cli(args + ["--max-calibration-error", "0.5"])  # refused as a live calibration would be: not saved
+    out, _ = p.communicate(timeout=240)
+    assert p.returncode == 2 and "calibration refused, not saved" in out and " deg" in out, out
+    assert not out_file.exists()
+    p = _cli(args)
     out, _ = p.communicate(timeout=240)
     print(out)
     assert p.returncode == 0, out

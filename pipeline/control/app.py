@@ -88,15 +88,20 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
 
 
 def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", precision="FP32",
-                       device="CPU", method="auto", min_samples=5, out=None, user=None, params=None, stages=None):
+                       device="CPU", method="auto", min_samples=5, out=None, user=None, params=None, stages=None,
+                       max_error_deg=None, log=print):
     """Fit and evaluate (leave-one-target-out) a calibration from a recorded session; `params` are
-    --param stage parameters and `stages` the --gaze ID (...) swaps, as for the live run."""
+    --param stage parameters and `stages` the --gaze ID (...) swaps, as for the live run. One whose
+    error is above `max_error_deg` is not saved to `out` (the live calibration's refusal): the
+    summary is logged, then the refusal raised."""
     from pipeline.sources import open_source
 
-    if out:  # before the session is run, not when its result is saved
-        check_writable_file(out, make_folders=True)
+    if out:  # before the session is run, not when its result is saved; never over one of its inputs
+        for given in (video, targets_csv, screen_json):
+            check_writable_file(out, make_folders=True, input_path=given)
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
+    cal.check_targets_on_screen(frame_targets, screen.width_px, screen.height_px, targets_csv)
     source = open_source(video, max_frames=max(frame_targets) + 1)
     cal.check_targets_fit(video, frame_targets, targets_csv, source.promised)  # before the run, where the header tells
     pipeline = _pipeline(models, precision, device, params=params, stages=stages)
@@ -104,6 +109,11 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     points, samples = cal.samples_from_session(frames, frame_targets)
     cal.check_targets_fit(video, frame_targets, targets_csv, source.delivered)
     result = cal.fit(points, samples, screen, user or "", method, min_samples)
+    reason = cal.error_too_large(result, max_error_deg)
+    if reason and out:
+        log(cal.visual_angle_summary(result))
+        raise EdgegazeError(f"calibration refused, not saved to {out}: {reason}; record the session again "
+                            "(head still, face lit, eyes on each target) or allow more with --max-calibration-error DEG")
     if out:
         result.save(out)
     return result
@@ -169,6 +179,8 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
     if o.record:  # before the run, not when the trajectory is saved at its end
         check_writable_file(o.record, make_folders=True, input_path=o.input)
+    if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
+        cal.ScreenGeometry.load(o.screen_json)
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
     pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params, o.stages)
@@ -249,8 +261,10 @@ def mouse_command(a) -> int:
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, a.models, a.precision, a.device,
                                method=a.calibration_model, out=a.calibration, user=a.user, params=a.params,
-                               stages=stage_overrides(a))
+                               stages=stage_overrides(a), max_error_deg=a.max_calibration_error)
         print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
+        if reason := cal.error_too_large(c, a.max_calibration_error):
+            print(f"above the limit: {reason}; the mouse would refuse this calibration")
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")
         return 0

@@ -30,6 +30,7 @@ from pipeline.control import mapping, regression
 from pipeline.control.clicks import openness
 from pipeline.control.regression import GazeModel
 from pipeline.errors import EdgegazeError
+from pipeline.evaluate import metrics
 from pipeline.paths import atomic_write
 
 FEATURES = regression.FEATURES
@@ -58,12 +59,15 @@ class ScreenGeometry:
             return None
         return (self.width_mm / self.width_px + self.height_mm / self.height_px) / 2.0
 
-    def px_to_deg(self, err_px):
-        """On-screen error -> visual angle (deg) for an eye at distance_mm facing the screen."""
-        mpp = self.mm_per_px()
-        if mpp is None:
+    def angle_deg(self, pred_px, true_px) -> np.ndarray | None:
+        """Visual angle (deg) at the eye between predicted and true screen points, the eye distance_mm
+        in front of the screen centre: the figure `eval gaze-session` reports (metrics.visual_angle_deg),
+        so a session reads the same in both. None without the screen's size in mm."""
+        if self.mm_per_px() is None:
             return None
-        return np.degrees(np.arctan(np.asarray(err_px, dtype=np.float64) * mpp / self.distance_mm))
+        mm_per_px = np.array([self.width_mm / self.width_px, self.height_mm / self.height_px])
+        return metrics.visual_angle_deg(pred_px, true_px, mm_per_px, self.distance_mm,
+                                        np.array([self.width_px, self.height_px]))
 
 
 def read_screen(path) -> dict:
@@ -160,7 +164,7 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
     """Per-target error of a calibration chosen and fitted without that target (nested for "auto");
     accuracy in px, % of screen width and visual-angle degrees, precision as each target's spread."""
     bounds = [screen.width_px, screen.height_px]
-    per_target, all_err, spread = [], [], []
+    per_target, all_err, spread, all_deg, spread_deg = [], [], [], [], []
     for held in sorted(samples):
         train = [i for i in samples if i != held]
         x = np.concatenate([np.asarray(samples[i]) for i in train])
@@ -169,20 +173,22 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
         pred = m.predict(np.asarray(samples[held]))
         err = np.hypot(*(pred - targets[held]).T)
         all_err.append(err)
-        spread.append(float(np.sqrt(np.mean(np.sum((pred - pred.mean(0)) ** 2, 1)))))
+        centre = np.repeat(pred.mean(0)[None], len(pred), 0)
+        spread.append(float(np.sqrt(np.mean(np.sum((pred - centre) ** 2, 1)))))
+        if (deg := screen.angle_deg(pred, np.repeat(targets[held][None], len(pred), 0))) is not None:
+            all_deg.append(deg)
+            spread_deg.append(float(np.sqrt(np.mean(screen.angle_deg(pred, centre) ** 2))))
         per_target.append({"target": held, "x_px": float(targets[held][0]), "y_px": float(targets[held][1]),
                            "samples": len(err), "error_px": float(np.mean(err)), "spread_px": spread[-1],
                            "model": m.choice.get("model"), "predictions": pred.round(1).tolist()})
     err = np.concatenate(all_err)
-    deg = screen.px_to_deg(err)
-    prec_deg = screen.px_to_deg(np.asarray(spread))
     return {"method": "leave-one-target-out" + (" (nested: the choice is redone without each target)"
                                                 if method == "auto" else ""),
             "mean_error_px": float(np.mean(err)), "median_error_px": float(np.median(err)),
             "mean_error_pct_width": float(100 * np.mean(err) / screen.width_px),
-            "mean_error_deg": None if deg is None else float(np.mean(deg)),
+            "mean_error_deg": float(np.mean(np.concatenate(all_deg))) if all_deg else None,
             "precision_px": float(np.mean(spread)),
-            "precision_deg": None if prec_deg is None else float(np.mean(prec_deg)),
+            "precision_deg": float(np.mean(spread_deg)) if spread_deg else None,
             "targets": per_target}
 
 
@@ -205,6 +211,8 @@ class Calibration:
         path = Path(path)
         try:
             d = json.loads(path.read_text())
+            if not isinstance(d, dict):  # valid JSON, but [] or 5: it said "'list' object has no attribute 'get'"
+                raise ValueError(f"a JSON {type(d).__name__}, not an object")
             if d.get("version") != VERSION:
                 raise ValueError(f"version {d.get('version')}, this edgegaze reads version {VERSION}")
             cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
@@ -252,7 +260,7 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     """targets.csv `frame,x_px,y_px`: the on-screen target shown at each listed frame."""
     path = Path(path)
     try:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:  # utf-8-sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f)
             rows = list(reader)
         missing = [c for c in ("frame", "x_px", "y_px") if c not in (reader.fieldnames or [])]
@@ -271,6 +279,16 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     if min(out) < 0:
         raise EdgegazeError(f"{path}: frame {min(out)} is negative; frames count from 0")
     return out
+
+
+def check_targets_on_screen(targets: dict, width: int, height: int, targets_csv) -> None:
+    """A target off the screen (a typo, or the targets of another screen) would be scored as if it
+    had been looked at."""
+    off = {k: xy for k, xy in targets.items() if not (0 <= xy[0] <= width and 0 <= xy[1] <= height)}
+    if off:
+        k, (x, y) = next(iter(off.items()))
+        raise EdgegazeError(f"{targets_csv}: target ({x:g}, {y:g}) of frame {k} is off the {width}x{height} screen "
+                            f"of screen.json ({len(off)} such row(s)); give the targets and screen of one session")
 
 
 def check_targets_fit(video, frame_targets: dict, targets_csv, frames: int | None) -> None:

@@ -241,7 +241,7 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     (frame,x_px,y_px) and the video (`video.mp4` in the folder, or `session.json` {"video": path
     relative to the folder} so a session can refer to a recording kept elsewhere; `video` overrides
     both), or stills with `targets.csv` (image,x_px,y_px), image paths relative to the folder."""
-    from pipeline.control.calibration import read_screen, read_targets_csv
+    from pipeline.control.calibration import check_targets_on_screen, read_screen, read_targets_csv
 
     folder = Path(folder)
     if not folder.is_dir():  # a file (the session's video, say) was 'folder not found'
@@ -254,7 +254,9 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     screen = read_screen(folder / "screen.json")
     images = _stills(folder)
     if images is not None:
-        return Session(folder, None, {i: xy for i, (_, xy) in enumerate(images)}, screen, [p for p, _ in images])
+        targets = {i: xy for i, (_, xy) in enumerate(images)}
+        check_targets_on_screen(targets, screen["width_px"], screen["height_px"], folder / "targets.csv")
+        return Session(folder, None, targets, screen, [p for p, _ in images])
     if video is None:
         meta = folder / "session.json"
         if meta.exists():
@@ -268,14 +270,16 @@ def load_session(folder, video: str | Path | None = None) -> Session:
     video = Path(video).resolve()
     if not video.exists():
         raise EdgegazeError(f"{folder}: session video not found: {video}")
-    return Session(folder, video, read_targets_csv(folder / "targets.csv"), screen)
+    targets = read_targets_csv(folder / "targets.csv")
+    check_targets_on_screen(targets, screen["width_px"], screen["height_px"], folder / "targets.csv")
+    return Session(folder, video, targets, screen)
 
 
 def _stills(folder: Path) -> list | None:
     """[(image path, (x, y))] when targets.csv has an `image` column, else None."""
     path = folder / "targets.csv"
     try:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:  # Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f)
             if "image" not in (reader.fieldnames or []):
                 return None
