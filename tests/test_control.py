@@ -142,6 +142,10 @@ def test_calibration_bad_files(tmp_path):
     (tmp_path / "t.csv").write_text("frame,x_px,y_px\n-5,1,1\n")  # was never seen: 'only 0 of 0 targets'
     with pytest.raises(EdgegazeError, match="frame -5 is negative"):
         cal.read_targets_csv(tmp_path / "t.csv")
+    for text, phrase in [("", "its first line has no frame"), ("frame,x_px,y_px\n1,2,3\n4,5\n", "line 3 has fewer")]:
+        (tmp_path / "t.csv").write_text(text)  # they said "I/O operation on closed file" and "... 'NoneType'"
+        with pytest.raises(EdgegazeError, match=phrase):
+            cal.read_targets_csv(tmp_path / "t.csv")
     # Excel's "CSV UTF-8" starts with a byte-order mark: it read as 'its first line has no frame'
     (tmp_path / "t.csv").write_bytes("frame,x_px,y_px\n3,10,20\n".encode("utf-8-sig"))
     assert cal.read_targets_csv(tmp_path / "t.csv") == {3: (10.0, 20.0)}

@@ -214,7 +214,7 @@ class Calibration:
             if not isinstance(d, dict):  # valid JSON, but [] or 5: it said "'list' object has no attribute 'get'"
                 raise ValueError(f"a JSON {type(d).__name__}, not an object")
             if d.get("version") != VERSION:
-                raise ValueError(f"version {d.get('version')}, this edgegaze reads version {VERSION}")
+                raise ValueError(f"version {d.get('version')!r}, this edgegaze reads version {VERSION!r}")
             cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
                               d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
             with np.errstate(all="ignore"):  # a model that cannot map a sample fails here, not at the first face
@@ -262,11 +262,14 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:  # utf-8-sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f)
-            rows = list(reader)
-        missing = [c for c in ("frame", "x_px", "y_px") if c not in (reader.fieldnames or [])]
+            rows, columns = list(reader), reader.fieldnames or []  # an empty file has no header to read later
+        missing = [c for c in ("frame", "x_px", "y_px") if c not in columns]
         if missing:  # e.g. screen.json given here: it said 'lists no targets'
             raise EdgegazeError(f"{path}: expected CSV columns frame,x_px,y_px; its first line has no "
                                 f"{', '.join(missing)}")
+        short = next((n for n, r in enumerate(rows, 2) if None in (r["frame"], r["x_px"], r["y_px"])), None)
+        if short is not None:  # it said "float() argument must be ... not 'NoneType'"
+            raise EdgegazeError(f"{path}: line {short} has fewer than 3 values; each line is frame,x_px,y_px")
         out = {int(r["frame"]): (float(r["x_px"]), float(r["y_px"])) for r in rows}
     except FileNotFoundError:
         raise EdgegazeError(f"targets file not found: {path}") from None
