@@ -44,7 +44,8 @@ DEFINITIONS = {
                            "the measured p50 latency."),
     },
     "profile": ("OpenVINO per-layer counters (PERF_COUNT) of the executed graph after fusion; precision from the "
-                "kernel name (exec_type); share of summed layer time."),
+                "kernel name (exec_type); share of summed layer time. INT8 counts 8-bit kernels of layers that "
+                "compute on weights; other 8-bit kernels (the u8 input's transpose and scale) count as 8-bit data."),
 }
 
 
