@@ -117,10 +117,12 @@ def ir_problem(xml: Path) -> str | None:
     if bin_path.stat().st_size < end:
         return f"its .bin is truncated ({bin_path.stat().st_size} of {end} bytes)"
     provenance = provenance_of_dir(xml.parent)
-    if provenance is None and (xml.parent / "provenance.json").exists():
-        return "its provenance.json is unreadable"
-    recorded = (provenance or {}).get("ir_sha256")
-    if recorded and ir_hashes(xml) != recorded:
+    if provenance is None:
+        return f"its provenance.json is {'unreadable' if (xml.parent / 'provenance.json').exists() else 'missing'}"
+    recorded = provenance.get("ir_sha256")
+    if not recorded:  # hand-edited or lost: the files cannot be checked, so they are not trusted
+        return "its provenance.json records no sha256 of the IR"
+    if ir_hashes(xml) != recorded:
         return "its .xml or .bin does not match the sha256 recorded when it was written"
     try:
         paths.atomic_write(stamp_file, json.dumps(stamp))
@@ -169,6 +171,7 @@ def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, l
     if precision not in spec.precisions:
         raise EdgegazeError(f"{spec.id} converts to {', '.join(spec.precisions)}, not {precision}")
     src_precision = precision if precision not in PRECISIONS else spec.source_precision
+    paths.check_home()  # else EDGEGAZE_HOME naming a file reads as "not fetched"
     sources = zoo.verified_source(spec, src_precision)
     provenance = {
         "model_id": spec.id,

@@ -3,8 +3,9 @@
 Every JSON line is written whole and flushed, so an interrupted run (Ctrl-C, a camera that goes
 away) leaves a valid file up to the last frame; the video is finalised the same way, and both
 hold exactly the frames counted. Outputs are written under a `.part` name and appear under their
-own name at the end; a run that fails before its first frame leaves nothing. The schema of one
-line is pipeline/schemas/frame.schema.json.
+own name at the end; a run that fails before its first frame leaves nothing. A symlink output is
+written through to its target, a FIFO or device (/dev/stdout) directly, without a `.part`. The
+schema of one line is pipeline/schemas/frame.schema.json.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 from pipeline.draw import annotate
 from pipeline.errors import EdgegazeError
-from pipeline.paths import check_writable_file
+from pipeline.paths import check_writable_file, output_target
 from pipeline.results import FaceResult
 from pipeline.runner import FrameResult, Pipeline
 from pipeline.sources import Source, prefetch
@@ -114,8 +115,9 @@ class _VideoOut:
     """An annotated video written under `<name>.part<ext>`, opened at the first frame (its size)."""
 
     def __init__(self, path: str, fps: float):
-        self.path, self.fps, self.writer, self.frames = Path(path), fps, None, 0
-        self.tmp = self.path.with_name(f".{self.path.stem}.part{self.path.suffix}")
+        self.fps, self.writer, self.frames = fps, None, 0
+        self.path, in_place = output_target(path)  # a symlink's target; a FIFO as it is
+        self.tmp = self.path if in_place else self.path.with_name(f".{self.path.stem}.part{self.path.suffix}")
 
     def write(self, image: np.ndarray) -> None:
         if self.writer is None:
@@ -135,9 +137,9 @@ class _VideoOut:
     def close(self, keep: bool) -> None:
         if self.writer is not None:
             self.writer.release()
-            if keep:
+            if keep and self.tmp != self.path:
                 os.replace(self.tmp, self.path)
-        if self.tmp.exists():
+        if self.tmp != self.path and self.tmp.exists():
             self.tmp.unlink()
 
 
@@ -174,11 +176,13 @@ class _JsonLines:
     until the end so that it can carry what the source skipped."""
 
     def __init__(self, path: str):
-        self.path, self.fh, self.last = Path(path), None, None
-        self.tmp = part_path(self.path)
+        self.fh, self.last = None, None
+        self.path, in_place = output_target(path)  # a symlink's target; a FIFO or /dev/stdout as it is
+        self.tmp = self.path if in_place else part_path(self.path)
 
     def write(self, record: dict) -> None:
-        self.fh = self.fh or open(self.tmp, "w")
+        # a stream is appended to: /dev/stdout may be a file the shell opened with `>>`
+        self.fh = self.fh or open(self.tmp, "a" if self.tmp == self.path else "w")
         if self.last is not None:
             self.fh.write(json.dumps(self.last) + "\n")
             self.fh.flush()
@@ -191,6 +195,8 @@ class _JsonLines:
             self.last["skipped"] = skipped
         self.fh.write(json.dumps(self.last) + "\n")
         self.fh.close()
+        if self.tmp == self.path:  # written in place: nothing to rename or remove
+            return
         if keep:
             os.replace(self.tmp, self.path)
         else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -21,11 +23,55 @@ from pipeline.errors import EdgegazeError
 CHECKOUT_MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
+def expand(path: str | Path, what: str = "") -> Path:
+    """`path` with a leading ~ or ~user expanded; an unknown user is a one-line error, not a
+    RuntimeError traceback. `what` names where the path came from (e.g. EDGEGAZE_HOME)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise EdgegazeError(f"{what + '=' if what else ''}{path}: cannot tell which home folder "
+                            f"{str(path).split('/')[0]} is (no such user?); give the path without ~") from None
+
+
+# the process's own open files (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written where they point,
+# which may be a file the shell opened (`> out.jsonl`, `>> log`)
+_OPEN_FILE_LINKS = re.compile(r"^/(dev/(stdout|stderr|fd/.*)|proc/[^/]+/fd/.*)$")
+
+
+def output_target(path: str | Path) -> tuple[Path, bool]:
+    """Where an output named `path` is written, and whether it must be written in place.
+
+    Outputs are written to a temporary file renamed over the name, which would replace a symlink
+    with a file, and a FIFO or a device (/dev/null) with a file too. So a symlink is followed to
+    its target, and an existing FIFO, device or socket, or one of the process's open files, is
+    written in place: a stream is never half-replaced, atomicity does not apply to it."""
+    path = expand(path)
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks
+    except OSError:
+        mode = None  # new, or a dangling symlink: its target is made
+    if mode is not None and (not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+                             or _OPEN_FILE_LINKS.match(os.path.abspath(path))):
+        return path, True
+    try:
+        return path.resolve(), False
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop, before Python 3.13
+        raise EdgegazeError(f"cannot write {path}: {e}; choose another path") from None
+
+
 def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) -> Path:
     """Write a file so that readers see the old one or the whole new one, never half of it.
 
-    `data` is the content, or a function that writes a given temporary path (e.g. fig.savefig)."""
-    path = Path(path)
+    `data` is the content, or a function that writes a given temporary path (e.g. fig.savefig).
+    A symlink gets a new target file; a FIFO or a device is written in place (see output_target)."""
+    path, in_place = output_target(path)
+    if in_place:
+        if callable(data):
+            data(str(path))
+        else:
+            with open(path, "ab") as fh:  # append: /dev/stdout may be a file opened with `>>`
+                fh.write(data.encode() if isinstance(data, str) else data)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     try:
@@ -56,11 +102,17 @@ def check_writable_file(path: str | Path, make_folders: bool = False, input_path
     file: a file is created in its folder and removed (permission bits alone do not tell, e.g. for
     root or under /proc). With make_folders, missing folders will be made, so their nearest
     existing one is probed."""
-    path = Path(path).expanduser()
+    path = expand(path)
     if path.is_dir():
         raise EdgegazeError(f"{path} is a folder; give a file name")
     if input_path is not None and Path(str(input_path)).is_file() and path.resolve() == Path(str(input_path)).resolve():
         raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
+    target, in_place = output_target(path)
+    if in_place:  # a FIFO or device is written as it is, whatever its folder allows
+        if not os.access(target, os.W_OK):
+            raise EdgegazeError(f"cannot write {path}: permission denied; choose another path")
+        return
+    path = target  # a symlink: the file made is its target, in the target's folder
     folder = _nearest_existing(path.parent) if make_folders else path.parent
     why = _unwritable(folder)
     if why:
@@ -90,7 +142,7 @@ def _unwritable(folder: Path) -> str | None:
 def check_out_dir(out: str | Path, create: bool = True) -> Path:
     """Fail before any work if the folder --out cannot be written; create=False checks without
     making it (the nearest folder that exists is probed)."""
-    out = Path(out).expanduser()
+    out = expand(out)
     if out.exists() and not out.is_dir():  # it said '(File exists)' or 'not a writable folder'
         raise EdgegazeError(f"--out {out} is a file; give a folder (a new or existing one)")
     if not create:
@@ -116,10 +168,25 @@ def manifest_path() -> Path:
 
 def home() -> Path:
     if "EDGEGAZE_HOME" in os.environ:
-        return Path(os.environ["EDGEGAZE_HOME"]).expanduser()
+        return expand(os.environ["EDGEGAZE_HOME"], "EDGEGAZE_HOME")
     if (CHECKOUT_MODELS / "zoo.toml").exists():
         return CHECKOUT_MODELS
     return Path(platformdirs.user_cache_dir("edgegaze"))
+
+
+def check_home() -> Path:
+    """home() as a folder, made if missing. EDGEGAZE_HOME naming a file, or a folder that cannot be
+    made, was a traceback from OpenVINO's cache setup, and a misleading 'not fetched' in convert."""
+    folder = home()
+    name = f"EDGEGAZE_HOME={folder}" if "EDGEGAZE_HOME" in os.environ else f"the model folder {folder}"
+    if folder.exists() and not folder.is_dir():
+        raise EdgegazeError(f"{name} is a file, not a folder; set EDGEGAZE_HOME to a folder for the models")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EdgegazeError(f"{name} cannot be made ({e.strerror or e}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
+    return folder
 
 
 def check_home_writable() -> None:

@@ -18,7 +18,12 @@ from pipeline.errors import EdgegazeError
 def core() -> ov.Core:
     c = ov.Core()
     # Compiled blobs are cached so the second start of a pipeline skips graph compilation.
-    paths.ov_cache_dir().mkdir(parents=True, exist_ok=True)
+    paths.check_home()  # EDGEGAZE_HOME a file or an unmakeable folder: one line, not a traceback here
+    try:
+        paths.ov_cache_dir().mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EdgegazeError(f"cannot make OpenVINO's cache folder {paths.ov_cache_dir()} ({e.strerror or e}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
     c.set_property({props.cache_dir: str(paths.ov_cache_dir())})
     return c
 

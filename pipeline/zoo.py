@@ -224,7 +224,7 @@ def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
 def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[Path]:
     """Fetch every file of a model into the cache; files already there and valid are kept."""
     mirror = mirror or os.environ.get("EDGEGAZE_MIRROR")
-    mirror = Path(mirror).expanduser() if mirror else None
+    mirror = paths.expand(mirror) if mirror else None
     if mirror is not None and not mirror.is_dir():
         raise EdgegazeError(f"mirror folder {mirror} does not exist" if not mirror.exists() else
                             f"mirror {mirror} is a file; pass the folder that holds intel/<model>/<precision>/")

@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from pipeline.control.clicks import BlinkClicker, DwellClicker, EyeClosure, Eyes
 from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
 from pipeline.errors import EdgegazeError
+from pipeline.paths import output_target
 from pipeline.results import FaceResult
 
 
@@ -142,10 +142,13 @@ class TrajectoryRecorder:
     COLUMNS = ("frame", "t", "state", "raw_x", "raw_y", "x", "y", "click")
 
     def __init__(self, path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-        self._f = os.fdopen(fd, "w", newline="")
+        self.path, in_place = output_target(path)  # a symlink's target; a FIFO or /dev/stdout as it is
+        if in_place:  # no temp file to rename over a stream
+            self._tmp, self._f = None, open(self.path, "a", newline="")
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+            self._f = os.fdopen(fd, "w", newline="")
         self._w = csv.writer(self._f)
         self._w.writerow(self.COLUMNS)
 
@@ -156,7 +159,8 @@ class TrajectoryRecorder:
     def close(self) -> None:
         if not self._f.closed:
             self._f.close()
-            os.replace(self._tmp, self.path)
+            if self._tmp:
+                os.replace(self._tmp, self.path)
 
 
 @dataclass
