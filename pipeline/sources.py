@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from pipeline.errors import EdgegazeError
+from pipeline.paths import expand
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}  # what batch looks for in a folder
@@ -64,7 +65,7 @@ class Source:
             if not self._cap.isOpened():
                 raise EdgegazeError(f"cannot open camera {text}; check it is connected, or pass a video file or image folder")
             return
-        path = Path(text).expanduser()
+        path = expand(text, "--input")
         if not path.exists():
             raise EdgegazeError(f"input not found: {path}; check the path, or pass a webcam index such as 0")
         if path.is_dir():

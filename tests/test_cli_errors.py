@@ -67,6 +67,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "one-pixel image to mp4": (["run", "--input", inputs / "one_pixel.png", "--output", "o.mp4", "--json", "out.jsonl"],
                                    "1x1"),
         "output .txt": ([*run, "--output", "x.txt"], ".mp4"),
+        "input ~nouser": (["run", "--input", "~edgegaze-no-such-user/x.mp4", "--json", "o.jsonl"],
+                          "cannot tell which home folder"),  # a RuntimeError traceback
         "device GPU": ([*run, "--device", "GPU"], "--device CPU"),
         "precision FP8": ([*run, "--precision", "FP8"], "valid: FP32"),
         "max-frames -5": ([*run, "--max-frames", "-5"], "--max-frames"),
@@ -133,6 +135,9 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                                inputs / "long_session" / "screen.json"], "is the input file"),
         "mouse calibration a JSON list": (["mouse", "--dry-run", "--input", video, "--mode", "gaze", "--calibration",
                                            inputs / "list.json"], "not an edgegaze calibration (ValueError: a JSON list"),
+        # accepted, and the blink click never fired: 5 landmark points and no eye-state model see no lids
+        "mouse blink without eyes": (["mouse", "--dry-run", "--input", video, "--mode", "head", "--models", "omz",
+                                      "--eye-state", "none", "--blink"], "--blink needs a stage that sees closed eyes"),
         # ignored unless calibrating
         "mouse screen missing": (["mouse", "--dry-run", "--input", video, "--mode", "head", "--screen", "nope.json"],
                                  "screen file not found"),

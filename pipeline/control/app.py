@@ -17,6 +17,7 @@ import numpy as np
 
 from pipeline.control import calibration as cal
 from pipeline.control import ui
+from pipeline.control.clicks import closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
 from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
@@ -184,6 +185,12 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     backend = open_backend(o.dry_run, o.screen_size)
     calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
     pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params, o.stages)
+    if closed_eyes_source(pipeline) is None:  # a blink click or the eyes-closed pause would never fire
+        if o.clicks.blink:
+            raise EdgegazeError("--blink needs a stage that sees closed eyes, and this pipeline has none: "
+                                "add --eye-state open-closed-eye-0001 (or use the mediapipe set)")
+        if o.pause_gesture_s:
+            log("no stage here sees closed eyes: the eyes-closed pause is off (pause with the hotkey)")
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run

@@ -43,6 +43,21 @@ def lid_openness(face) -> float:
     return float(np.mean(gap / np.maximum(width, 1e-9)))
 
 
+def closed_eyes_source(pipeline) -> str | None:
+    """What tells this pipeline's closed eyes (as EyeClosure reads them), or None: nothing does,
+    e.g. the omz set with --eye-state none (5 landmark points, no lids)."""
+    from pipeline.stages.facemesh import FaceMesh
+    from pipeline.stages.iris_gaze import IrisGaze
+
+    if "eye_state" in pipeline.back:
+        return "the eye-state model"
+    if isinstance(pipeline.back.get("gaze"), IrisGaze):
+        return "the iris model's lids"
+    if isinstance(pipeline.landmarks, FaceMesh):
+        return "FaceMesh's eye points"
+    return None
+
+
 def openness(face) -> float:
     """How open the eyes are, NaN when nothing tells: the iris lids' ratio, else the eye-state
     model's mean open probability."""
