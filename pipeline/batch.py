@@ -12,10 +12,11 @@ import glob
 import json
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 from pipeline.errors import EdgegazeError
-from pipeline.paths import atomic_write, check_out_dir
+from pipeline.paths import atomic_write, check_out_dir, expand
 from pipeline.sources import VIDEO_EXTENSIONS
 
 MAX_RETRIES = 2
@@ -23,7 +24,7 @@ MAX_RETRIES = 2
 
 def list_videos(spec: str) -> list[Path]:
     """A folder's video files, or a glob's matches, sorted."""
-    path = Path(spec).expanduser()
+    path = expand(spec, "--input")
     found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTENSIONS] if path.is_dir() else \
         [Path(p) for p in sorted(glob.glob(str(path)))]
     found = [p for p in found if p.is_file()]
@@ -33,9 +34,22 @@ def list_videos(spec: str) -> list[Path]:
 
 
 def output_names(videos: list[Path]) -> dict[Path, str]:
-    """<stem>.jsonl, with the parent folder's name prefixed where stems repeat."""
-    stems = [v.stem for v in videos]
-    return {v: (f"{v.parent.name}__{v.stem}" if stems.count(v.stem) > 1 else v.stem) + ".jsonl" for v in videos}
+    """<stem>.jsonl, with the parent folder's name prefixed where stems repeat, and the video's
+    extension kept too where that still repeats (a.mp4 and a.avi in one folder): each video its
+    own file. Names that were unique stay as they were, so earlier outputs are still found."""
+    def repeated(names: dict) -> set:
+        return {n for n, count in Counter(names.values()).items() if count > 1}
+
+    names = {v: v.stem for v in videos}
+    for longer in (lambda v: f"{v.parent.name}__{v.stem}", lambda v: f"{v.parent.name}__{v.name}"):
+        clash = repeated(names)
+        names = {v: longer(v) if n in clash else n for v, n in names.items()}
+    clash = repeated(names)  # e.g. the same file name in two folders of the same name
+    if clash:
+        same = [str(v) for v, n in names.items() if n in clash][:2]
+        raise EdgegazeError(f"--input: {same[0]} and {same[1]} would write the same output {sorted(clash)[0]}.jsonl; "
+                            "rename one, or run them in separate batches with different --out folders")
+    return {v: n + ".jsonl" for v, n in names.items()}
 
 
 def process_video(video: str, profile: dict, dest: str, max_frames: int | None, params: list[str] | None = None) -> dict:

@@ -205,8 +205,9 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--eval", default="", help="labeled data, comma-separated: AFLW2000-3D folders (head-pose MAE)")
     p.add_argument("--budget-ms", type=number(above=0), help="wall ms per frame the pipeline may take")
     p.add_argument("--budget-cpu-ms", type=number(above=0), help="process CPU ms per frame the pipeline may take")
-    p.add_argument("--max-drop", default="", help="accuracy budget vs the FP32 reference, e.g. "
-                   "head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg)")
+    p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE", help="accuracy budget vs the FP32 reference, "
+                   "e.g. head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg; "
+                   "repeatable, or comma-separated)")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
     p.add_argument("--max-candidates", type=int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
     p.add_argument("--max-frames", type=int_at_least(1), default=60, help="frames per input video (default 60)")
@@ -441,7 +442,8 @@ def _add_quantize(optimize) -> None:
     p.add_argument("--subset", type=int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
-                   help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable; see pipeline/optimize/metrics.py)")
+                   help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable, or comma-separated; "
+                   "see pipeline/optimize/metrics.py)")
     p.add_argument("--ignore", action="append", metavar="PATTERN", help="regex of layer names NNCF leaves in FP32 (repeatable)")
     p.add_argument("--sensitivity", action="store_true", help="also write the full per-layer sensitivity table and PNG")
     p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")

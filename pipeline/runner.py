@@ -123,7 +123,7 @@ class Pipeline:
         if "face" not in chosen:
             raise EdgegazeError("a pipeline needs a face detector (--face)")
         # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH20
-        split = {kind: (impl.partition("@")[0], impl.partition("@")[2] or precision) for kind, impl in chosen.items()}
+        split = {kind: stages.split_choice(impl, precision, _flag(kind)) for kind, impl in chosen.items()}
         check_requires({kind: impl for kind, (impl, _) in split.items()})
         if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
             raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")

@@ -28,6 +28,7 @@ import numpy as np
 
 from pipeline import sources, stages, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.paths import expand
 from pipeline.results import Face, FaceResult
 
 VAL_FRACTION = 0.25
@@ -53,13 +54,14 @@ class Items:
 
 def read_frames(src: str | Path, n_calib: int, n_val: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(calibration frames, held-out frames), BGR, sampled evenly from the two parts of the source."""
-    src = Path(src).expanduser()
+    src = expand(src, "--calib")
     if not src.exists():
         raise EdgegazeError(f"calibration source {src} does not exist; pass a video, a webcam recording or an image folder")
-    split = 0
+    split = total_frames = 0
 
     def pick(total: int) -> list[int]:
-        nonlocal split
+        nonlocal split, total_frames
+        total_frames = total
         if total < MIN_FRAMES:
             raise EdgegazeError(f"calibration source {src} has {total} readable frame(s); quantization needs at least "
                                 f"{MIN_FRAMES} (calibration plus a held-out split): use a longer video or more images")
@@ -70,8 +72,15 @@ def read_frames(src: str | Path, n_calib: int, n_val: int) -> tuple[list[np.ndar
 
     frames = sources.read_frames(src, pick)
     calib, val = [f for i, f in frames if i < split], [f for i, f in frames if i >= split]
-    if len(calib) + len(val) < MIN_FRAMES or not val:
-        raise EdgegazeError(f"could only decode {len(calib) + len(val)} frame(s) of {src}; quantization needs {MIN_FRAMES}")
+    if not val:  # typically a truncated video: its header counts frames that do not decode
+        last = f"no frame sampled after frame {max(i for i, _ in frames)} decodes" if frames else "no frame decodes"
+        fix = ("the file is probably truncated or damaged: re-encode the part that plays (e.g. ffmpeg -i IN -c:v libx264 "
+               "OUT.mp4) or use another recording") if src.is_file() else "remove or replace the unreadable images"
+        raise EdgegazeError(f"calibration source {src}: the held-out last quarter (frames {split}-{total_frames - 1} of "
+                            f"{total_frames}), which checks the INT8 model, cannot be read ({last}); {fix}")
+    if len(calib) + len(val) < MIN_FRAMES:
+        raise EdgegazeError(f"could only decode {len(calib) + len(val)} of the frames sampled from {src}; quantization "
+                            f"needs {MIN_FRAMES}: re-encode the file or use a longer recording")
     return calib, val
 
 
@@ -232,7 +241,7 @@ class Calibration:
 def _paths(src) -> list[Path]:
     """Sources from a path, a comma-separated string or a list of either."""
     items = src if isinstance(src, (list, tuple)) else [src]
-    return [Path(p.strip()).expanduser() for item in items for p in str(item).split(",") if p.strip()]
+    return [expand(p.strip(), "--calib") for item in items for p in str(item).split(",") if p.strip()]
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -47,21 +47,35 @@ MATCH_IOU = 0.5
 FP_MARGIN = 0.05  # no-face detections within this of the threshold count as false positives
 
 
+def parse_drops(items: list[str] | str | None, valid) -> dict[str, float]:
+    """--max-drop METRIC=VALUE items, of `optimize quantize` and `optimize pipeline` alike: the option
+    repeated and/or comma lists, merged. A metric given twice with two values is an error (one of
+    them would be dropped without a word)."""
+    drops: dict[str, float] = {}
+    for given in [items] if isinstance(items, str) else items or []:
+        for item in [s.strip() for s in given.split(",") if s.strip()]:
+            key, eq, value = (s.strip() for s in item.partition("="))
+            if key not in valid:
+                raise EdgegazeError(f"--max-drop {item}: unknown metric '{key}'; valid: {', '.join(valid)}")
+            if not eq:
+                raise EdgegazeError(f"--max-drop {item}: write METRIC=VALUE, e.g. --max-drop {key}=0.5")
+            try:
+                number = float(value)
+            except ValueError:
+                number = float("nan")
+            if number != number:  # not a number, or 'nan' (every comparison with it is false)
+                raise EdgegazeError(f"--max-drop {item}: '{value}' is not a number (e.g. --max-drop {key}=0.5)")
+            if number < 0:  # the reference itself would be outside it
+                raise EdgegazeError(f"--max-drop {item}: a max drop cannot be negative")
+            if drops.get(key, number) != number:
+                raise EdgegazeError(f"--max-drop gives {key} twice ({drops[key]:g} and {number:g}); keep one")
+            drops[key] = number
+    return drops
+
+
 def parse_budget(overrides: list[str] | None) -> dict:
     """DEFAULT_BUDGET with METRIC=VALUE overrides (from --max-drop)."""
-    budget = dict(DEFAULT_BUDGET)
-    for item in overrides or []:
-        key, _, value = item.partition("=")
-        key = key.strip()
-        if key not in budget:
-            raise EdgegazeError(f"--max-drop {item}: unknown metric '{key}'; valid: {', '.join(budget)}")
-        try:
-            budget[key] = float(value)
-        except ValueError:
-            raise EdgegazeError(f"--max-drop {item}: '{value}' is not a number (e.g. --max-drop {key}=0.5)") from None
-        if budget[key] < 0:
-            raise EdgegazeError(f"--max-drop {item}: a budget cannot be negative")
-    return budget
+    return {**DEFAULT_BUDGET, **parse_drops(overrides, DEFAULT_BUDGET)}
 
 
 def violations(metrics: dict, budget: dict) -> list[str]:

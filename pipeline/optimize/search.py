@@ -24,6 +24,7 @@ import numpy as np
 
 from pipeline import paths, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.optimize import metrics
 from pipeline.runner import DEFAULT_THREADS
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
@@ -223,17 +224,9 @@ def measure_headpose(c: dict, datasets_: list[str]) -> dict:
 
 # -- the search on Ray ---------------------------------------------------------------------------
 
-def parse_drops(text: str | None) -> dict[str, float]:
-    drops = {}
-    for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
-        key, _, value = item.partition("=")
-        try:
-            drops[key.strip()] = float(value)
-        except ValueError:
-            raise EdgegazeError(f"--max-drop item '{item}' is not METRIC=NUMBER") from None
-        if key.strip() not in METRICS:
-            raise EdgegazeError(f"--max-drop: unknown metric '{key}'; valid: {', '.join(METRICS)}")
-    return drops
+def parse_drops(items: list[str] | str | None) -> dict[str, float]:
+    """--max-drop: repeatable and comma lists, as `optimize quantize` takes it."""
+    return metrics.parse_drops(items, METRICS)
 
 
 def _angle_deg(a, b) -> float:

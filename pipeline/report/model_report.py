@@ -17,7 +17,7 @@ from pathlib import Path
 import openvino as ov
 from tqdm import tqdm
 
-from pipeline import __version__, paths, runtime, sources, zoo
+from pipeline import __version__, paths, runtime, sources, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.outputs import stop_on_ctrl_c
 from pipeline.paths import check_out_dir
@@ -63,10 +63,10 @@ def profile_plan(profile: dict) -> tuple[list[tuple[str, str, str]], list[dict],
     """plan() for a deployment profile: each stage's model at the precision the profile gives it."""
     items, notes = [], []
     for stage, impl in profile["stages"].items():
-        model_id, _, precision = impl.partition("@")
+        model_id, precision = stages.split_choice(impl, "FP32", stage)  # the tag as `run` reads it
         if model_id in zoo.models():
-            runtime.ir_file(model_id, precision or "FP32")  # raises with the command that makes it
-            items.append((stage, model_id, precision or "FP32"))
+            runtime.ir_file(model_id, precision)  # raises with the command that makes it
+            items.append((stage, model_id, precision))
         elif model_id != "none":
             notes.append(f"{stage}: computed by '{model_id}', no model to measure")
     return items, [], notes

@@ -8,17 +8,33 @@ given ones (`--param`, see pipeline.stages.params).
 
 from __future__ import annotations
 
+import re
 from importlib import import_module
 
 from pipeline import runtime, zoo
 from pipeline.errors import EdgegazeError
 
 MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose"}
+# A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
+# tag such as CH20, all upper case on disk (prune upper-cases its --tag, as run does --precision)
+TAG = re.compile(r"[A-Z0-9][A-Z0-9_-]*")
 
 
 def implementations() -> dict[str, str]:
     """Every stage id (zoo model ids, then the model-free stages) -> "<module>:<class>"."""
     return {**{m.id: m.implementation for m in zoo.models().values()}, **MODEL_FREE}
+
+
+def split_choice(choice: str, precision: str, flag: str = "stage") -> tuple[str, str]:
+    """"ID@TAG" -> (ID, TAG upper-cased, so iris-landmark@fp16 is @FP16); "ID" -> (ID, precision).
+    An empty tag, or one that is not a folder name ('/', '..'), is an error, not a path."""
+    impl, at, tag = choice.partition("@")
+    if at and not TAG.fullmatch(tag.upper()):
+        what = "has an empty precision tag" if not tag else \
+            f"has a bad precision tag '{tag}' (letters, digits, '-' and '_' only)"
+        raise EdgegazeError(f"{flag} {choice} {what}: write {impl}@FP16, {impl}@INT8, an optimized tag such as "
+                            f"{impl}@CH20, or {impl} alone for the --precision of the run")
+    return (impl, tag.upper()) if at else (impl, precision)
 
 
 def stage_class(impl: str):
