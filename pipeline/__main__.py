@@ -1,4 +1,4 @@
-from pipeline.cli import main
+from pipeline.cli import command
 
 # `python -m pipeline` is the same program as the installed `edgegaze` command
-raise SystemExit(main(prog="python -m pipeline"))
+command(prog="python -m pipeline")

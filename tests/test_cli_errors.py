@@ -385,3 +385,21 @@ def test_filelock_is_imported_before_anything_can_fork_from_a_thread():
             "print('filelock' in sys.modules, 'openvino' in sys.modules, threading.active_count())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "False", "1"], out.stdout + out.stderr
+
+
+def test_children_forked_by_the_command_ignore_ctrl_c(tmp_path):
+    """OpenVINO's telemetry posts from a forked child; Ctrl-C reaches the whole process group, and
+    that child printed a KeyboardInterrupt traceback under 'edgegaze: interrupted'."""
+    script = (
+        "import os, signal, sys, time\n"
+        "from pipeline import cli\n"
+        "cli._forked_children_ignore_ctrl_c()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.2)\n"
+        "    os._exit(0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
