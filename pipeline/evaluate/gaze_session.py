@@ -178,6 +178,9 @@ def evaluate(path, models="mediapipe", precisions="FP32", out=None, video=None, 
         log(f"{models_set} {precision}: accuracy {row['mean_px']:.0f} px ({row['mean_pct_width']:.1f} % of the "
             f"width), {row['mean_deg']:.2f} deg; precision {row['precision_deg']:.2f} deg; over {row['samples']} "
             f"samples of {row['targets_used']} targets; calibration {row['model']}")
+        if row["targets_used"] == 3:  # the 3-corner simulation reads 20 deg this way, unseen points 2.5
+            log("  3 targets: each is predicted from the other 2, which fix no map, so this figure measures that "
+                "guess, not the calibration on all 3; record 4 or more targets to measure it")
     common.require_rows(rows)
     what = "stills" if session.stills else ("steady samples (calibration.SteadySampler)" if steady
                                             else "every frame with a face")
