@@ -169,6 +169,13 @@ def _apply_profile(args) -> None:
         from pipeline import profile
 
         kw = profile.pipeline_kwargs(profile.load(args.profile))
+        defaults = build_parser().parse_args([args.command, "--input", "-"])
+        flags = {name: f"--{name.replace('_', '-')}" for name in ("models", "precision", *profile.KINDS, "no_tracking",
+                                                                  "threads", "redetect_every")}
+        replaced = [flag for name, flag in {**flags, "async_mode": "--async"}.items()
+                    if getattr(args, name, None) != getattr(defaults, name, None)]
+        if replaced:  # the profile wins; say so rather than drop them without a word
+            print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
         for kind in profile.KINDS:
             setattr(args, kind, kw[kind])
         args.no_tracking, args.async_mode = not kw["tracking"], kw["async_mode"]

@@ -403,3 +403,15 @@ def test_children_forked_by_the_command_ignore_ctrl_c(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_options_a_profile_replaces_are_named(zoo_ready, inputs, tmp_path):
+    """`run --profile P --models omz --no-tracking` ran P's pipeline and dropped both without a word."""
+    proc = cli("run", "--input", shared_path(VIDEO), "--profile", inputs / "profile.toml", "--models", "omz",
+               "--no-tracking", "--max-frames", "3", "--json", "o.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ignored: --models, --no-tracking" in proc.stderr, proc.stderr
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 3
+    proc = cli("run", "--input", shared_path(VIDEO), "--profile", inputs / "profile.toml", "--max-frames", "3",
+               "--json", "p.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0 and "ignored" not in proc.stderr, proc.stderr
