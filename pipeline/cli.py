@@ -141,7 +141,7 @@ def _run(args) -> int:
     from pipeline.sources import open_source
 
     _apply_profile(args)
-    runtime.check_precision(args.precision.upper())
+    args.precision = runtime.check_precision(args.precision, single=True)[0]
     runtime.check_device(args.device)
     check_outputs(args.json, args.output, args.show, args.input)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
@@ -239,9 +239,9 @@ def _report(args) -> int:
     from pipeline import runtime
     from pipeline.report.model_report import build_report
 
-    runtime.check_precision(args.precision)
-    report = build_report(args.input, args.out, models_set=args.models, precisions=args.precision.split(","),
-                          frames=args.frames, cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
+    precisions = runtime.check_precision(args.precision)
+    report = build_report(args.input, args.out, models_set=args.models, precisions=precisions, frames=args.frames,
+                          cpu_tdp_w=args.cpu_tdp, params=args.params, **_report_profile(args))
     if report["interrupted"]:
         print(f"interrupted: wrote report.json, report.md and plots of the {len(report['models'])} model run(s) "
               f"measured to {args.out}")

@@ -90,14 +90,22 @@ def check_device(device: str) -> None:
                                 f"install its driver and OpenVINO plugin, or use --device CPU")
 
 
-def check_precision(precision: str) -> None:
-    """Known precisions, and the tags of optimized IR on disk (e.g. a pruned CH20)."""
-    for p in precision.split(","):
+def check_precision(precision: str, single: bool = False) -> list[str]:
+    """The --precision items, upper-cased: known precisions, and the tags of optimized IR on disk
+    (e.g. a pruned CH20). `single`: a command that runs one pipeline takes one."""
+    items = [p.strip().upper() for p in precision.split(",") if p.strip()]  # "FP32,,FP16," as convert reads it
+    if not items:
+        raise EdgegazeError(f"--precision '{precision}' names no precision; e.g. --precision FP32 or FP32,FP16")
+    if single and len(items) > 1:  # it said "no FP32,FP16 IR ... make it with: prune --tag FP32,FP16"
+        raise EdgegazeError(f"--precision {precision}: this command runs one precision; compare several with "
+                            "`edgegaze report` or `edgegaze eval`")
+    for p in items:
         made = sorted({d.name for d in (paths.home() / "ir").glob("*/*") if d.is_dir() and not d.name.startswith(".")}
                       - set(BASE_PRECISIONS))
-        if p.strip().upper() not in BASE_PRECISIONS and p.strip().upper() not in made:
+        if p.upper() not in BASE_PRECISIONS and p.upper() not in made:
             also = f"; optimized tags on disk: {', '.join(made)}" if made else ""
-            raise EdgegazeError(f"unknown precision '{p.strip()}'; valid: {', '.join(BASE_PRECISIONS)}{also}")
+            raise EdgegazeError(f"unknown precision '{p}'; valid: {', '.join(BASE_PRECISIONS)}{also}")
+    return items
 
 
 def config(hint: str = "LATENCY", threads: int | None = None, streams: int | None = None, profile: bool = False,

@@ -71,6 +71,9 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                           "cannot tell which home folder"),  # a RuntimeError traceback
         "device GPU": ([*run, "--device", "GPU"], "--device CPU"),
         "precision FP8": ([*run, "--precision", "FP8"], "valid: FP32"),
+        "precision ','": ([*run, "--precision", ","], "names no precision"),
+        # it said "no FP32,FP16 IR ... make it with: edgegaze optimize prune ... --tag FP32,FP16"
+        "run precision list": ([*run, "--precision", "FP32,FP16"], "this command runs one precision"),
         "max-frames -5": ([*run, "--max-frames", "-5"], "--max-frames"),
         "max-frames abc": ([*run, "--max-frames", "abc"], "not a whole number"),
         "threads -1": ([*run, "--threads", "-1"], "--threads"),

@@ -67,7 +67,7 @@ def _pipeline(models, precision, device, profile: str | None = None, params: lis
     from pipeline import runtime
     from pipeline.runner import Pipeline
 
-    runtime.check_precision(precision.upper())  # as `edgegaze run`: not a hint to prune a detector to 'XYZ'
+    precision = runtime.check_precision(precision, single=True)[0]  # as `run`: not a hint to prune to 'XYZ'
 
     if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision/--gaze ...
         from pipeline import profile as profiles
