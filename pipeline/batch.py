@@ -26,7 +26,7 @@ def list_videos(spec: str) -> list[Path]:
     """A folder's video files, or a glob's matches, sorted."""
     path = expand(spec, "--input")
     found = [p for p in sorted(path.iterdir()) if p.suffix.lower() in VIDEO_EXTENSIONS] if path.is_dir() else \
-        [Path(p) for p in sorted(glob.glob(str(path)))]
+        [Path(p) for p in sorted(glob.glob(str(path), recursive=True))]  # ** spans folders
     found = [p for p in found if p.is_file()]
     if not found:
         raise EdgegazeError(f"--input {spec}: no videos found (give a folder of {', '.join(sorted(VIDEO_EXTENSIONS))} files or a glob)")

@@ -202,3 +202,14 @@ def test_bad_or_missing_stage_precision_tag_is_one_line(choice, says, zoo_ready,
         from pipeline.optimize.prune import PruneOptions
 
         PruneOptions(method="structured", ratio=0.97, calib=str(shared_path(VIDEO)), tag="CH97")  # prune takes that tag
+
+
+def test_batch_glob_with_double_star_spans_folders(tmp_path):
+    """'sessions/**/*.mp4' matched only one folder level (glob without recursive)."""
+    from pipeline import batch
+
+    for rel in ("a.mp4", "day1/b.mp4", "day1/cam/c.mp4", "day1/notes.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    found = batch.list_videos(str(tmp_path / "**" / "*.mp4"))
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["a.mp4", "day1/b.mp4", "day1/cam/c.mp4"]

@@ -188,7 +188,8 @@ def load_dlib_xml(path) -> Dataset:
     if path.is_dir():
         found = sorted(p.name for p in path.glob("*.xml"))
         raise EdgegazeError(f"{path} is a folder: --dataset dlib-xml takes an imglab XML file"
-                            + (f" (here: {', '.join(found)})" if found else ""))
+                            + (f" (here: {', '.join(found)})" if found else
+                               "; for a folder of images with ibug .pts files use --dataset ibug68"))
     if not path.exists():
         raise EdgegazeError(f"dlib XML file not found: {path}")
     try:
