@@ -5,6 +5,7 @@ Under CI=true missing shared data is an error, never a silent skip.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +25,15 @@ def shared_path(rel: str) -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return path
+
+
+def jsonl_frames(path) -> list[dict]:
+    """A JSON Lines output without its timing fields (they differ run to run)."""
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if k != "ms"}
+        return [strip(x) for x in o] if isinstance(o, list) else o
+    return [strip(json.loads(line)) for line in open(path)]
 
 
 def read_frames(rel: str, indices) -> list:

@@ -11,7 +11,7 @@ import cv2
 import pytest
 
 from pipeline.cli import build_parser, main
-from conftest import shared_path
+from conftest import jsonl_frames, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 
@@ -28,15 +28,6 @@ def _cut(dest: Path, fourcc: str, start: int, count: int) -> Path:
     writer.release()
     cap.release()
     return dest
-
-
-def _frames(path) -> list[dict]:
-    """JSON Lines without timing fields (they differ run to run)."""
-    def strip(o):
-        if isinstance(o, dict):
-            return {k: strip(v) for k, v in o.items() if k != "ms"}
-        return [strip(x) for x in o] if isinstance(o, list) else o
-    return [strip(json.loads(line)) for line in open(path)]
 
 
 def _profile(path: Path) -> Path:
@@ -69,8 +60,8 @@ def test_batch_gives_a_mp4_and_a_avi_their_own_outputs(zoo_ready, tmp_path):
             single = tmp_path / f"run_{video.name}.jsonl"
             assert main(["run", "--input", str(video), "--profile", str(prof), "--json", str(single),
                          "--max-frames", "4"]) == 0
-            assert _frames(out / names[video.name]) == _frames(single) and len(_frames(single)) == 4
-        assert _frames(out / names["a.mp4"]) != _frames(out / names["a.avi"])
+            assert jsonl_frames(out / names[video.name]) == jsonl_frames(single) and len(jsonl_frames(single)) == 4
+        assert jsonl_frames(out / names["a.mp4"]) != jsonl_frames(out / names["a.avi"])
         assert main(args) == 0  # the rerun finds both finished
         again = json.loads((out / "summary.json").read_text())
         assert (again["done"], again["skipped"]) == (0, 2)
@@ -183,7 +174,7 @@ def test_stage_precision_tag_any_case_runs(zoo_ready, tmp_path):
     out = tmp_path / "r.jsonl"
     assert main(["run", "--input", str(shared_path(VIDEO)), "--max-frames", "3", "--gaze", "iris-landmark@fp16",
                  "--json", str(out)]) == 0
-    frames = _frames(out)
+    frames = jsonl_frames(out)
     assert len(frames) == 3 and any(f["faces"] and f["faces"][0]["gaze"] is not None for f in frames)
 
 

@@ -12,7 +12,7 @@ import pytest
 from pipeline import profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
-from conftest import shared_path
+from conftest import jsonl_frames, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"
@@ -38,15 +38,6 @@ def ray_session(zoo_ready):
     cluster.init(num_cpus=2)
     yield ray
     ray.shutdown()
-
-
-def _frames(path) -> list[dict]:
-    """JSON Lines without timing fields (they differ run to run)."""
-    def strip(o):
-        if isinstance(o, dict):
-            return {k: strip(v) for k, v in o.items() if k != "ms"}
-        return [strip(x) for x in o] if isinstance(o, list) else o
-    return [strip(json.loads(line)) for line in open(path)]
 
 
 def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
@@ -75,7 +66,7 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     jsonl = tmp_path / "run.jsonl"
     assert main(["run", "--input", str(video), "--profile", str(out / "profile.toml"), "--json", str(jsonl),
                  "--max-frames", "8"]) == 0
-    frames = _frames(jsonl)
+    frames = jsonl_frames(jsonl)
     assert len(frames) == 8 and sum(bool(f["faces"]) for f in frames) >= 6
     assert all(f["faces"][0]["gaze"] is not None for f in frames if f["faces"])
 
@@ -116,7 +107,7 @@ def test_batch_equals_run_reports_failures_and_skips_finished(ray_session, tmp_p
         single = tmp_path / f"run_{name}"
         assert main(["run", "--input", str(videos / shared_path(rel).name), "--profile", str(prof),
                      "--json", str(single), "--max-frames", "6"]) == 0
-        assert _frames(out / name) == _frames(single) and len(_frames(single)) == 6
+        assert jsonl_frames(out / name) == jsonl_frames(single) and len(jsonl_frames(single)) == 6
     mtimes = {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")}
     assert main(args) == 1
     again = json.loads((out / "summary.json").read_text())
