@@ -104,6 +104,8 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     # a bad --param, or a stage id or precision the profile names but this machine lacks, fails
     # here once, not in every Ray task
     profiles.build_pipeline(profile, params=params)
+    if address:  # before --out is made
+        cluster.check_reachable(address)
     out = check_out_dir(out)
     names = output_names(videos)
     rows = {str(v): {"video": str(v), "output": names[v], "status": "skipped"} for v in videos}

@@ -9,6 +9,7 @@ cores. A local Ray gets the slot automatically; on a cluster start each node wit
 from __future__ import annotations
 
 import os
+import socket
 
 from pipeline.errors import EdgegazeError
 
@@ -23,6 +24,19 @@ def require_ray():
     return ray
 
 
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """A host:port where nothing answers: one line now, rather than Ray's own connection retries
+    printed for 20 s or more before its error. ("auto" and ray:// addresses are left to Ray.)"""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise EdgegazeError(f"no Ray cluster answers at --address {address} ({e.strerror or e}); start one there "
+                            "with `ray start --head`, or leave out --address for a local Ray") from None
+
+
 def init(address: str | None = None, num_cpus: int | None = None):
     """Join `address` or start a local Ray (once per process; an already started one is reused)."""
     ray = require_ray()
@@ -31,6 +45,8 @@ def init(address: str | None = None, num_cpus: int | None = None):
     # workers import pipeline/ from wherever the driver does, and find the same models
     env = {k: os.environ[k] for k in ("EDGEGAZE_HOME", "EDGEGAZE_ZOO", "PYTHONPATH") if k in os.environ}
     kw = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env} if env else None)
+    if address:
+        check_reachable(address)
     try:
         if address:
             ray.init(address=address, **kw)

@@ -141,6 +141,9 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         # accepted, and the blink click never fired: 5 landmark points and no eye-state model see no lids
         "mouse blink without eyes": (["mouse", "--dry-run", "--input", video, "--mode", "head", "--models", "omz",
                                       "--eye-state", "none", "--blink"], "--blink needs a stage that sees closed eyes"),
+        # Ray printed its own connection retries for 20 s or more before the one line
+        "batch address nobody answers": (["batch", "--input", video, "--profile", inputs / "profile.toml", "--out", "b",
+                                          "--address", "127.0.0.1:9"], "no Ray cluster answers at --address"),
         # ignored unless calibrating
         "mouse screen missing": (["mouse", "--dry-run", "--input", video, "--mode", "head", "--screen", "nope.json"],
                                  "screen file not found"),
