@@ -144,6 +144,9 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         # Ray printed its own connection retries for 20 s or more before the one line
         "batch address nobody answers": (["batch", "--input", video, "--profile", inputs / "profile.toml", "--out", "b",
                                           "--address", "127.0.0.1:9"], "no Ray cluster answers at --address"),
+        # accepted: the pointer never moved, a blink was never closed enough
+        "mouse sensitivity 0,0": (["mouse", "--dry-run", "--input", video, "--sensitivity", "0,0"], "must be above 0"),
+        "mouse lid-ratio 0": (["mouse", "--dry-run", "--input", video, "--lid-ratio", "0"], "must be above 0"),
         # ignored unless calibrating
         "mouse screen missing": (["mouse", "--dry-run", "--input", video, "--mode", "head", "--screen", "nope.json"],
                                  "screen file not found"),

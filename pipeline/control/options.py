@@ -100,7 +100,7 @@ def add_mouse_arguments(p) -> None:
     g.add_argument("--dead-zone", type=number(low=0), default=d.dead_zone_px, help="px; smaller steps are not taken")
     g.add_argument("--max-speed", type=number(above=0), default=d.max_speed_px_s, help="px/s")
     g.add_argument("--accel", type=number(above=0), default=m.exponent, help="acceleration curve exponent (1 = linear)")
-    g.add_argument("--sensitivity", type=_pair(), default="1,1", help="per-axis gain X,Y (or one value)")
+    g.add_argument("--sensitivity", type=_pair(above=0), default="1,1", help="per-axis gain X,Y (or one value)")
     g.add_argument("--head-range", type=_pair(above=0), default="20,12", help="head yaw,pitch (deg) that reach the screen edge")
     g.add_argument("--min-confidence", type=number(low=0, high=1), default=d.min_confidence,
                    help="landmark confidence below which the pointer holds still")
@@ -111,9 +111,9 @@ def add_mouse_arguments(p) -> None:
     g.add_argument("--blink", action="store_true", help="click on a deliberate blink")
     g.add_argument("--blink-min", type=number(low=0), default=c.blink_min_s, help="s, shorter closures are ignored")
     g.add_argument("--blink-max", type=number(above=0), default=c.blink_max_s, help="s, longer ones are not clicks")
-    g.add_argument("--eye-threshold", type=number(low=0, high=1), default=c.eye_open_threshold,
+    g.add_argument("--eye-threshold", type=number(above=0, high=1), default=c.eye_open_threshold,
                    help="eye-state open probability below which an eye is closed")
-    g.add_argument("--lid-ratio", type=number(low=0, high=1), default=c.lid_closed_ratio,
+    g.add_argument("--lid-ratio", type=number(above=0, high=1), default=c.lid_closed_ratio,
                    help="iris-model eyelid gap below this share of your open-eye level = closed")
     g.add_argument("--ear-threshold", type=number(above=0), default=c.ear_threshold,
                    help="FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state run")
