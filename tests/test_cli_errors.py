@@ -424,3 +424,11 @@ def test_options_a_profile_replaces_are_named(zoo_ready, inputs, tmp_path):
     proc = cli("run", "--input", shared_path(VIDEO), "--profile", inputs / "profile.toml", "--max-frames", "3",
                "--json", "p.jsonl", cwd=tmp_path)
     assert proc.returncode == 0 and "ignored" not in proc.stderr, proc.stderr
+
+
+def test_one_eval_cell_that_cannot_be_built_is_said_once(zoo_ready, tmp_path):
+    """It printed 'mediapipe FP32: skipped (...)' on stdout, then the same error as the one line."""
+    proc = cli("eval", "headpose", shared_path("labeled/aflw2000_dev"), "--head-pose", "face-landmark", "--out", "ev",
+               cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "face-landmark is a landmarks stage" in proc.stderr, proc.stderr

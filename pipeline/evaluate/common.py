@@ -50,11 +50,12 @@ def configs(models, precisions, needs, overrides=None, log=print, **kw) -> Itera
     from pipeline.stages import params
 
     params.parse((overrides or {}).get("params"))
-    for models_set, precision in grid(models, precisions):
+    cells = grid(models, precisions)
+    for models_set, precision in cells:
         try:
             yield models_set, precision, build(models_set, precision, needs, overrides, **kw)
         except EdgegazeError as e:
-            if "unknown model set" in str(e):
+            if "unknown model set" in str(e) or len(cells) == 1:  # one cell: its error is the run's one line
                 raise
             log(f"{models_set} {precision}: skipped ({e})")
             yield models_set, precision, str(e)
