@@ -151,6 +151,14 @@ def test_calibration_bad_files(tmp_path):
     assert cal.read_targets_csv(tmp_path / "t.csv") == {3: (10.0, 20.0)}
 
 
+def test_targets_off_the_screen_are_refused_and_edge_markers_kept():
+    """-740, 99999 on a 1920x1080 screen was scored as if looked at; a marker drawn at or a few px
+    past an edge is a real target."""
+    cal.check_targets_on_screen({0: (0, 0), 1: (1920, 1080), 2: (-12, 1090)}, 1920, 1080, "t.csv")
+    with pytest.raises(EdgegazeError, match=r"\(-740, 99999\) of frame 7 is off the 1920x1080 screen"):
+        cal.check_targets_on_screen({3: (960, 540), 7: (-740, 99999)}, 1920, 1080, "t.csv")
+
+
 def test_calibration_degrees_are_the_eval_s_degrees():
     """`mouse --calibrate-from` and `eval gaze-session` read one session's error in the same degrees
     (the mouse took atan(error / distance), as if the eye faced each target: 5.16 against 4.92 deg)."""

@@ -286,8 +286,10 @@ def read_targets_csv(path) -> dict[int, tuple[float, float]]:
 
 def check_targets_on_screen(targets: dict, width: int, height: int, targets_csv) -> None:
     """A target off the screen (a typo, or the targets of another screen) would be scored as if it
-    had been looked at."""
-    off = {k: xy for k, xy in targets.items() if not (0 <= xy[0] <= width and 0 <= xy[1] <= height)}
+    had been looked at. A target a little past an edge (up to 5 % of the screen: a marker drawn half
+    outside, an off-by-one) is kept."""
+    mx, my = 0.05 * width, 0.05 * height
+    off = {k: xy for k, xy in targets.items() if not (-mx <= xy[0] <= width + mx and -my <= xy[1] <= height + my)}
     if off:
         k, (x, y) = next(iter(off.items()))
         raise EdgegazeError(f"{targets_csv}: target ({x:g}, {y:g}) of frame {k} is off the {width}x{height} screen "
