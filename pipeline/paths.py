@@ -99,13 +99,14 @@ def json_object(path: str | Path) -> dict | None:
 
 def check_writable_file(path: str | Path, make_folders: bool = False, input_path=None) -> None:
     """Fail before any work when a new file cannot be written at `path`, or would replace the input
-    file: a file is created in its folder and removed (permission bits alone do not tell, e.g. for
-    root or under /proc). With make_folders, missing folders will be made, so their nearest
-    existing one is probed."""
+    file (`input_path`: one path, or a list of a run's inputs): a file is created in its folder and
+    removed (permission bits alone do not tell, e.g. for root or under /proc). With make_folders,
+    missing folders will be made, so their nearest existing one is probed."""
     path = expand(path)
     if path.is_dir():
         raise EdgegazeError(f"{path} is a folder; give a file name")
-    if input_path is not None and Path(str(input_path)).is_file() and path.resolve() == Path(str(input_path)).resolve():
+    inputs = input_path if isinstance(input_path, (list, tuple)) else [input_path]
+    if any(i is not None and Path(str(i)).is_file() and path.resolve() == Path(str(i)).resolve() for i in inputs):
         raise EdgegazeError(f"{path} is the input file: writing it would replace it; choose another name")
     target, in_place = output_target(path)
     if in_place:  # a FIFO or device is written as it is, whatever its folder allows

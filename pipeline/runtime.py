@@ -99,12 +99,13 @@ def check_precision(precision: str, single: bool = False) -> list[str]:
     if single and len(items) > 1:  # it said "no FP32,FP16 IR ... make it with: prune --tag FP32,FP16"
         raise EdgegazeError(f"--precision {precision}: this command runs one precision; compare several with "
                             "`edgegaze report` or `edgegaze eval`")
-    for p in items:
+    unknown = [p for p in items if p not in BASE_PRECISIONS]
+    if unknown:  # an optimized tag (e.g. a pruned CH20) is a folder some IR has on disk
         made = sorted({d.name for d in (paths.home() / "ir").glob("*/*") if d.is_dir() and not d.name.startswith(".")}
                       - set(BASE_PRECISIONS))
-        if p.upper() not in BASE_PRECISIONS and p.upper() not in made:
+        if bad := next((p for p in unknown if p not in made), None):
             also = f"; optimized tags on disk: {', '.join(made)}" if made else ""
-            raise EdgegazeError(f"unknown precision '{p}'; valid: {', '.join(BASE_PRECISIONS)}{also}")
+            raise EdgegazeError(f"unknown precision '{bad}'; valid: {', '.join(BASE_PRECISIONS)}{also}")
     return items
 
 

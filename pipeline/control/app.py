@@ -98,8 +98,7 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     from pipeline.sources import open_source
 
     if out:  # before the session is run, not when its result is saved; never over one of its inputs
-        for given in (video, targets_csv, screen_json):
-            check_writable_file(out, make_folders=True, input_path=given)
+        check_writable_file(out, make_folders=True, input_path=[video, targets_csv, screen_json])
     frame_targets = cal.read_targets_csv(targets_csv)
     screen = cal.ScreenGeometry.load(screen_json)
     cal.check_targets_on_screen(frame_targets, screen.width_px, screen.height_px, targets_csv)

@@ -59,15 +59,19 @@ class ScreenGeometry:
             return None
         return (self.width_mm / self.width_px + self.height_mm / self.height_px) / 2.0
 
+    def geometry(self) -> tuple:
+        """(mm per px on each axis, eye distance mm, size px) as metrics.visual_angle_deg takes them;
+        () without the screen's size in mm."""
+        if self.mm_per_px() is None:
+            return ()
+        return (np.array([self.width_mm / self.width_px, self.height_mm / self.height_px]), self.distance_mm,
+                np.array([self.width_px, self.height_px]))
+
     def angle_deg(self, pred_px, true_px) -> np.ndarray | None:
         """Visual angle (deg) at the eye between predicted and true screen points, the eye distance_mm
         in front of the screen centre: the figure `eval gaze-session` reports (metrics.visual_angle_deg),
         so a session reads the same in both. None without the screen's size in mm."""
-        if self.mm_per_px() is None:
-            return None
-        mm_per_px = np.array([self.width_mm / self.width_px, self.height_mm / self.height_px])
-        return metrics.visual_angle_deg(pred_px, true_px, mm_per_px, self.distance_mm,
-                                        np.array([self.width_px, self.height_px]))
+        return metrics.visual_angle_deg(pred_px, true_px, *g) if (g := self.geometry()) else None
 
 
 def read_screen(path) -> dict:
@@ -173,11 +177,11 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
         pred = m.predict(np.asarray(samples[held]))
         err = np.hypot(*(pred - targets[held]).T)
         all_err.append(err)
-        centre = np.repeat(pred.mean(0)[None], len(pred), 0)
-        spread.append(float(np.sqrt(np.mean(np.sum((pred - centre) ** 2, 1)))))
-        if (deg := screen.angle_deg(pred, np.repeat(targets[held][None], len(pred), 0))) is not None:
-            all_deg.append(deg)
-            spread_deg.append(float(np.sqrt(np.mean(screen.angle_deg(pred, centre) ** 2))))
+        s_px, s_deg = metrics.rms_spread(pred, *screen.geometry())  # eval gaze-session's precision
+        spread.append(s_px)
+        if s_deg is not None:
+            all_deg.append(screen.angle_deg(pred, targets[held][None]))
+            spread_deg.append(s_deg)
         per_target.append({"target": held, "x_px": float(targets[held][0]), "y_px": float(targets[held][1]),
                            "samples": len(err), "error_px": float(np.mean(err)), "spread_px": spread[-1],
                            "model": m.choice.get("model"), "predictions": pred.round(1).tolist()})

@@ -31,7 +31,7 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
   taking that leak out of the gaze angles; three targets take it out. It costs no target-level
   coefficient, which is what a 4-corner calibration lacks (affine-gaze-head needs 9 targets). In
   simulated sessions with the real traces' head motion it brings the 4-corner leave-one-target-out
-  error from 4.6 to 2.5 deg; where the gaze does not leak it costs 0.6 deg there and nothing on
+  error from 4.2 to 2.2 deg; where the gaze does not leak it costs 0.55 deg there and nothing on
   unseen points of a calibration with all 4 corners (scripts/simulate_calibration.py --condition).
 - A target that was not looked at as the others were (a glance away or a blink in the one photo
   of a target, which no within-target statistics can catch) is left out: after the choice, a
@@ -39,7 +39,7 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
   deviations (1.4826 MAD) above the targets' median is dropped, once, when 5 targets remain, and
   the choice is made again without it (the record lists it under `left_out`). In simulated
   sessions of one photo per target on a 4x4 grid (scripts/simulate_calibration.py --stills) this
-  took the leave-one-target-out error from 2.96 to 2.74 deg (mediapipe) and 3.75 to 3.43 deg
+  took the leave-one-target-out error from 2.80 to 2.59 deg (mediapipe) and 3.57 to 3.26 deg
   (omz); on video sessions, whose targets are robust means of many samples, it moves 0.02 deg at most.
 - Predictions are clipped to the screen, and an axis along which the targets do not spread (all
   on one row, say) is predicted as the targets' mean on that axis instead of extrapolated.

@@ -95,3 +95,14 @@ def visual_angle_deg(pred_px: np.ndarray, true_px: np.ndarray, mm_per_px: np.nda
     a, b = rays(pred_px), rays(true_px)
     cos = np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def rms_spread(pred_px, mm_per_px=None, distance_mm=None, screen_px=None) -> tuple[float, float | None]:
+    """Precision of one target's predictions: their RMS distance from their mean in px and, given
+    the screen's geometry (as visual_angle_deg), in degrees of visual angle (else None)."""
+    pred = np.asarray(pred_px, np.float64).reshape(-1, 2)
+    centre = np.broadcast_to(pred.mean(0), pred.shape)
+    px = float(np.sqrt(np.mean(np.sum((pred - centre) ** 2, 1))))
+    if mm_per_px is None:
+        return px, None
+    return px, float(np.sqrt(np.mean(visual_angle_deg(pred, centre, mm_per_px, distance_mm, screen_px) ** 2)))
