@@ -389,3 +389,27 @@ def test_a_fold_whose_other_targets_lie_on_a_line_scores_the_map_it_would_fit():
     axis = cal.leave_one_target_out(points, samples, screen, "axis-gaze")["mean_error_px"]
     print(f"auto {auto:.0f} px, affine {affine:.0f} px, axis-wise {axis:.0f} px")
     assert auto <= 1.1 * affine + 5 and auto < 0.8 * axis
+
+
+def test_five_targets_prefer_the_affine_map_when_the_scores_cannot_tell():
+    """5 targets (corners and centre), the gaze angles with cross-talk and frame noise: most outer
+    folds leave 3 corners and the centre, whose inner folds cannot tell the axis-wise map (it
+    ignores cross-talk) from the affine one. The one-standard-error rule took the simpler
+    axis-wise map there, and auto's leave-one-target-out error came out above the affine map's
+    (simulated head-still sessions: 1.90 against 1.48 deg); it now prefers the affine map."""
+    rng = np.random.default_rng(11)
+    w, h = 1280, 800
+    points = cal.target_points("5", w, h)
+    screen = cal.ScreenGeometry(w, h, 344, 215, 600)
+    ratios = []
+    for _ in range(12):
+        gain, cross = rng.uniform(12, 25, 2), rng.normal(0, 3, 2)
+        u, v = (points[:, 0] - w / 2) / w, (points[:, 1] - h / 2) / h
+        mean = np.column_stack([-gain[0] * u + cross[0] * v, -gain[1] * v + cross[1] * u])
+        samples = {k: list(np.column_stack([m + rng.normal(0, 0.6, (25, 2)), rng.normal(0, 0.5, (25, 2))]))
+                   for k, m in enumerate(mean)}
+        auto = cal.leave_one_target_out(points, samples, screen, "auto")["mean_error_px"]
+        affine = cal.leave_one_target_out(points, samples, screen, "affine-gaze")["mean_error_px"]
+        ratios.append(auto / affine)
+    print("auto / affine per session:", np.round(ratios, 2))
+    assert np.mean(ratios) <= 1.05 and max(ratios) <= 1.3, ratios
