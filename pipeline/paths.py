@@ -8,6 +8,7 @@ blob cache).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -59,6 +60,23 @@ def output_target(path: str | Path) -> tuple[Path, bool]:
         raise EdgegazeError(f"cannot write {path}: {e}; choose another path") from None
 
 
+@functools.cache
+def file_mode() -> int:
+    """The mode open() gives a new file (0o666 less the umask). mkstemp makes its files 0600, so a
+    file written through one would otherwise be unreadable to the user's group and the web server
+    that serves a report."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def temp_beside(path: Path, suffix: str = "") -> tuple[int, str]:
+    """mkstemp in `path`'s folder, with the mode a plain new file would get."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.fchmod(fd, file_mode())
+    return fd, tmp
+
+
 def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) -> Path:
     """Write a file so that readers see the old one or the whole new one, never half of it.
 
@@ -73,7 +91,7 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
                 fh.write(data.encode() if isinstance(data, str) else data)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    fd, tmp = temp_beside(path, path.suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
             if not callable(data):

@@ -166,7 +166,7 @@ def _install(tmp: Path, dest: Path, f: ModelFile) -> None:
 def _tmp_beside(dest: Path) -> Path:
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        fd, name = paths.temp_beside(dest, ".part")
     except OSError as e:
         raise EdgegazeError(f"cannot write the model cache {dest.parent} ({e.strerror}); "
                             "set EDGEGAZE_HOME to a writable folder") from None

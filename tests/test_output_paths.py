@@ -115,6 +115,28 @@ def test_atomic_write_follows_symlinks_and_streams_to_fifos(tmp_path):
     paths.check_writable_file(fifo)  # a FIFO is writable whatever its folder allows
 
 
+def test_written_files_get_the_mode_of_a_plain_new_file(tmp_path):
+    """Files written through a temp file (reports, calibrations, model files, mouse records) get
+    0666 less the umask, as open() gives, not mkstemp's 0600 (unreadable to the group that serves
+    a report)."""
+    from pipeline.control.mouse import TrajectoryRecorder as Recorder
+
+    old = os.umask(0o022)
+    paths.file_mode.cache_clear()
+    try:
+        report = paths.atomic_write(tmp_path / "r.json", "{}")
+        plot = paths.atomic_write(tmp_path / "p.png", lambda tmp: Path(tmp).write_bytes(b"png"))
+        rec = Recorder(tmp_path / "m.csv")
+        rec.close()
+        fd, part = paths.temp_beside(tmp_path / "model.bin", ".part")
+        os.close(fd)
+        for f in (report, plot, tmp_path / "m.csv", Path(part)):
+            assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
+    finally:
+        os.umask(old)
+        paths.file_mode.cache_clear()
+
+
 def test_model_home_that_is_a_file_or_cannot_be_made_is_one_line(zoo_ready, tmp_path):
     (tmp_path / "a_file").write_text("not a folder")
     video = shared_path(VIDEO)

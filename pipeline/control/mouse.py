@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +23,7 @@ from pipeline.control.clicks import BlinkClicker, DwellClicker, EyeClosure, Eyes
 from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
 from pipeline.errors import EdgegazeError
+from pipeline import paths
 from pipeline.paths import output_target
 from pipeline.results import FaceResult
 
@@ -147,7 +147,7 @@ class TrajectoryRecorder:
             self._tmp, self._f = None, open(self.path, "a", newline="")
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+            fd, self._tmp = paths.temp_beside(self.path, ".tmp")
             self._f = os.fdopen(fd, "w", newline="")
         self._w = csv.writer(self._f)
         self._w.writerow(self.COLUMNS)
