@@ -64,7 +64,7 @@ def output_target(path: str | Path) -> tuple[Path, bool]:
 def file_mode() -> int:
     """The mode open() gives a new file (0o666 less the umask). mkstemp makes its files 0600, so a
     file written through one would otherwise be unreadable to the user's group and the web server
-    that serves a report."""
+    that serves a report. Read once: reading the umask sets it for a moment, process-wide."""
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask

@@ -23,8 +23,7 @@ from pipeline.control.clicks import BlinkClicker, DwellClicker, EyeClosure, Eyes
 from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
 from pipeline.errors import EdgegazeError
-from pipeline import paths
-from pipeline.paths import output_target
+from pipeline.paths import output_target, temp_beside
 from pipeline.results import FaceResult
 
 
@@ -147,7 +146,7 @@ class TrajectoryRecorder:
             self._tmp, self._f = None, open(self.path, "a", newline="")
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, self._tmp = paths.temp_beside(self.path, ".tmp")
+            fd, self._tmp = temp_beside(self.path, ".tmp")
             self._f = os.fdopen(fd, "w", newline="")
         self._w = csv.writer(self._f)
         self._w.writerow(self.COLUMNS)

@@ -24,10 +24,11 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
   first because it is the reference a calibration must never lose to: with 5 targets, most folds
   of an outer leave-one-target-out leave 3 corners and the centre, whose inner scores cannot tell
   the axis-wise map from the affine one, and taking the simpler axis-wise map there (it ignores
-  the features' cross-talk) put the leave-one-target-out error above the affine map's (simulated
-  head-still sessions: 1.90 against 1.48 deg; affine first, 1.40). The axis-wise model is always
-  eligible, so a calibration always has an answer that cannot cross the screen. Three targets are too few to compare models that way (each fit would see two);
-  there the affine map of the gaze angles, which three targets determine exactly, is used when
+  the features' cross-talk) put the leave-one-target-out error above the affine map's
+  (scripts/simulate_calibration.py --condition still, 5 targets: 1.72 against 1.33 deg; affine
+  first, 1.25). The axis-wise model is always eligible, so a calibration always has an answer
+  that cannot cross the screen. Three targets are too few to compare models that way (each fit
+  would see two); there the affine map of the gaze angles, which three targets determine exactly, is used when
   they form a proper triangle both on the screen and in gaze angles (in simulated sessions it
   beat the axis-wise map on unseen points), else the axis-wise one.
 - The head's leak into the gaze angles is measured within the targets (`head_leak`): while the
@@ -86,9 +87,11 @@ CANDIDATES = (
 )
 BY_NAME = {c.name: c for c in CANDIDATES}
 REFERENCE = "affine-gaze"  # preferred when the scores cannot tell it from another candidate
+# the one-standard-error rule's order: the reference first, then from the simplest
+PREFERENCE = {c.name: -1 if c.name == REFERENCE else i for i, c in enumerate(CANDIDATES)}
 ALPHAS = (1e-3, 1e-2, 1e-1, 1.0)
 MIN_LEVELS_QUADRATIC = 3
-SIMPLER_WITHIN = 1.05  # a more flexible model must beat the simplest good one by more than 5 %
+SIMPLER_WITHIN = 1.05  # another model must beat the preferred good one by more than 5 %
 MIN_SPREAD = 0.15  # of the larger spread: below it the targets are on a line (collinear)
 # Eyes count as closing below this fraction of the target's median openness. On the 4 shared face
 # videos (iris-model aspect ratio over its 45-frame running median) blink frames sit at 0.25-0.4,
@@ -301,12 +304,6 @@ def outliers(errors: np.ndarray, z: float = OUTLIER_Z) -> np.ndarray:
     return errors > med + z * _robust_sd(errors, med, 1e-9)
 
 
-def _preference(key: tuple) -> int:
-    """Order of the one-standard-error rule: the affine map of the gaze angles first (what every
-    calibration must never lose to), then the candidates from the simplest (`CANDIDATES`)."""
-    return -1 if key[0] == REFERENCE else [c.name for c in CANDIDATES].index(key[0])
-
-
 def choose(feats, points, bounds=None, leak=(0.0, 0.0), groups=None, leave_out: bool = True) -> tuple[GazeModel, dict]:
     """Fit the model these targets support best (module docstring); returns it and the record of
     the choice: every candidate's leave-one-target-out error in px (over each target's samples,
@@ -333,7 +330,7 @@ def choose(feats, points, bounds=None, leak=(0.0, 0.0), groups=None, leave_out: 
     # the one-standard-error rule: a choice among many on few targets wins some by chance
     se = float(errors[best].std(ddof=1) / np.sqrt(len(points)))
     limit = max(scores[best] * SIMPLER_WITHIN, scores[best] + se)
-    name, removed, alpha = next(k for k in sorted(scores, key=_preference) if scores[k] <= limit)
+    name, removed, alpha = next(k for k in sorted(scores, key=lambda k: PREFERENCE[k[0]]) if scores[k] <= limit)
     far = outliers(errors[(name, removed, alpha)])
     if leave_out and far.any() and len(points) - far.sum() >= MIN_KEPT:
         kept = [g for g, f in zip(groups, far) if not f] if groups is not None else None
