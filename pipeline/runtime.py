@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,17 +37,41 @@ def compile_model(
     streams: int | None = None,
     profile: bool = False,
     inference_precision: str | None = "f32",
+    cache: bool = True,
 ) -> ov.CompiledModel:
-    """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint)."""
+    """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint); `cache`:
+    through OpenVINO's blob cache (EDGEGAZE_HOME/ov_cache)."""
     check_device(device)
     device = device.upper()  # OpenVINO's device names are upper case; check_device takes any case
+    cfg = config(hint, threads, streams, profile, inference_precision)
+    if not cache:
+        cfg[props.cache_dir] = ""
     try:
-        return core().compile_model(model if isinstance(model, ov.Model) else str(model), device,
-                                    config(hint, threads, streams, profile, inference_precision))
+        return core().compile_model(model if isinstance(model, ov.Model) else str(model), device, cfg)
     except RuntimeError as e:  # a damaged file, a plugin whose runtime is missing, an unsupported layer
         what = model if not isinstance(model, ov.Model) else model.get_friendly_name()
         raise EdgegazeError(f"OpenVINO cannot compile {what} for {device}: {_first_line(e)}; "
                             f"try --device CPU, or rebuild the model with `edgegaze convert --force`") from None
+
+
+def import_compiled(blob: Path, device: str = "CPU", **kw) -> ov.CompiledModel:
+    """A compiled model exported by export_compiled, imported instead of compiled (no graph
+    transformations: a fraction of the compile time). Only for the CPU model and OpenVINO build it
+    was made on (the caller checks); `kw` as compile_model's, the configuration it was made with."""
+    check_device(device)
+    try:
+        return core().import_model(blob.read_bytes(), device.upper(), config(**kw))
+    except (OSError, RuntimeError) as e:
+        raise EdgegazeError(f"OpenVINO cannot import the compiled blob {blob}: {_first_line(e)}") from None
+
+
+def export_compiled(ir: Path, path: Path, device: str = "CPU", **kw) -> Path:
+    """Compile the IR `ir` (`kw` as compile_model's) and write its blob for import_compiled, atomically.
+    Compiled past the cache: a model OpenVINO 2026.4 loaded from its cache exports a blob that
+    import_model cannot read ("Unable to read the model")."""
+    stream = io.BytesIO()
+    compile_model(ir, device, cache=False, **kw).export_model(stream)
+    return paths.atomic_write(path, stream.getvalue())
 
 
 def copy_outputs(request: ov.InferRequest) -> list[np.ndarray]:
