@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 
+from pipeline import extras
 from pipeline.bounds import Bounds
 from pipeline.errors import EdgegazeError
 
@@ -140,15 +141,20 @@ def _run(args) -> int:
     from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
-    _apply_profile(args)
+    profile = _apply_profile(args)
     args.precision = runtime.check_precision(args.precision, single=True)[0]
     runtime.check_device(args.device)
     check_outputs(args.json, args.output, args.show, args.input)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
-    pipeline = Pipeline.from_set(
-        args.models, args.precision.upper(), args.device, **stage_overrides(args), hint=args.hint,
-        threads=args.threads, max_faces=args.max_faces, tracking=not args.no_tracking,
-        async_mode=args.async_mode, redetect_every=args.redetect_every, params=args.params)
+    if profile and "plans" in profile:  # a bundle: its own files, no zoo
+        from pipeline.profile import build_pipeline
+
+        pipeline = build_pipeline(profile, args.device, hint=args.hint, max_faces=args.max_faces, params=args.params)
+    else:
+        pipeline = Pipeline.from_set(
+            args.models, args.precision.upper(), args.device, **stage_overrides(args), hint=args.hint,
+            threads=args.threads, max_faces=args.max_faces, tracking=not args.no_tracking,
+            async_mode=args.async_mode, redetect_every=args.redetect_every, params=args.params)
     s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
@@ -163,12 +169,14 @@ def _report_profile(args) -> dict:
     return {"profile": profile.load(args.profile)} if getattr(args, "profile", None) else {}
 
 
-def _apply_profile(args) -> None:
-    """`--profile FILE`: the profile's stages (ID@PRECISION) and runtime settings replace the options."""
+def _apply_profile(args) -> dict | None:
+    """`--profile FILE` (or `--bundle`): the profile's stages (ID@PRECISION) and runtime settings
+    replace the options; the profile, loaded."""
     if getattr(args, "profile", None):
         from pipeline import profile
 
-        kw = profile.pipeline_kwargs(profile.load(args.profile))
+        loaded = profile.load(args.profile)
+        kw = profile.pipeline_kwargs(loaded)
         defaults = build_parser().parse_args([args.command, "--input", "-"])
         flags = {name: f"--{name.replace('_', '-')}" for name in ("models", "precision", *profile.KINDS, "no_tracking",
                                                                   "threads", "redetect_every")}
@@ -180,6 +188,8 @@ def _apply_profile(args) -> None:
             setattr(args, kind, kw[kind])
         args.no_tracking, args.async_mode = not kw["tracking"], kw["async_mode"]
         args.threads, args.redetect_every = kw["threads"], kw["redetect_every"]
+        return loaded
+    return None
 
 
 def _optimize_pipeline(args) -> int:
@@ -208,6 +218,36 @@ def _batch(args) -> int:
     return 1 if s["failed"] else 0
 
 
+def _deploy(args) -> int:
+    from pipeline.deploy import deploy
+
+    deploy(args.profile, args.out, calibration=args.calibration, archive=args.archive, blobs=args.blobs,
+           params=args.params)
+    return 0
+
+
+def _add_deploy(sub) -> None:
+    """`deploy`: a profile as a self-contained bundle for an edge box."""
+    p = sub.add_parser("deploy", help="bundle a profile with every file its pipeline runs, for "
+                       "`edgegaze run --bundle` on a runtime-only install (no zoo, no network)")
+    p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
+    p.add_argument("--out", required=True, help="bundle folder (replaced whole if it is a bundle), or NAME.tar.gz")
+    p.add_argument("--calibration", metavar="FILE", help="a gaze calibration JSON to ship with it (`edgegaze mouse`)")
+    p.add_argument("--archive", action="store_true", help="write one .tar.gz (--out with .tar.gz added)")
+    p.add_argument("--no-blobs", dest="blobs", action="store_false", help="leave out OpenVINO's compiled blobs "
+                   "(made for this CPU and OpenVINO build; they cut the first start there)")
+    add_param_option(p)
+    p.set_defaults(func=_deploy)
+
+
+def add_profile_options(p: argparse.ArgumentParser, what: str, required: bool = False) -> None:
+    """--profile FILE or --bundle DIR_OR_ARCHIVE (a profile loads from either: pipeline.profile.load)."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--profile", help=f"deployment profile TOML (edgegaze optimize pipeline): {what}")
+    g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE",
+                   help="a bundle from `edgegaze deploy` (folder or .tar.gz): its profile and models, checked first")
+
+
 def _add_search_batch(sub, optimize) -> None:
     p = optimize.add_parser("pipeline", help="search the whole pipeline (stages, precisions, runtime) on Ray; "
                             "writes profile.toml and a Pareto report")
@@ -226,7 +266,7 @@ def _add_search_batch(sub, optimize) -> None:
     p.set_defaults(func=_optimize_pipeline)
     p = sub.add_parser("batch", help="a deployment profile over many videos on Ray: one JSON Lines file per video")
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
-    p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
+    add_profile_options(p, "the pipeline run on every video", required=True)
     p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
     p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
     p.add_argument("--max-frames", type=int_at_least(1), help="frames per video")
@@ -415,7 +455,7 @@ def _add_run(sub) -> None:
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
     p.add_argument("--redetect-every", type=int_at_least(1), default=30, help="with tracking: run the detector every N frames")
-    p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
+    add_profile_options(p, "replaces the model and runtime options")
     add_param_option(p)
     p.set_defaults(func=_run)
 
@@ -427,7 +467,7 @@ def _add_report(sub) -> None:
     p.add_argument("--frames", type=int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=number(above=0), help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
-    p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
+    add_profile_options(p, "its stage models at their precisions and its pipeline")
     add_param_option(p)
     p.set_defaults(func=_report)
 
@@ -494,7 +534,7 @@ def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_models, _add_convert, _add_run, _add_report, _add_mouse):
+    for add in (_add_models, _add_convert, _add_run, _add_report, _add_mouse, _add_deploy):
         add(sub)
     optimize = sub.add_parser("optimize", help="make it faster: NNCF INT8 quantization, pruning, and a search for the fastest pipeline configuration").add_subparsers(dest="action", required=True)
     _add_quantize(optimize)
@@ -517,9 +557,16 @@ def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
     try:  # building the parser imports numpy and the mouse options: a Ctrl-C may land there too
         _forked_children_ignore_ctrl_c()
         args = build_parser(prog).parse_args(argv)
+        extras.check(" ".join(filter(None, (args.command, getattr(args, "action", None)))))
         return args.func(args) or 0
     except EdgegazeError as e:
         print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # an optional module imported where no command check foresaw it
+        if not extras.for_module(e.name):
+            raise
+        print(f"edgegaze: error: this needs {e.name}, which this install lacks; install it with: "
+              f"{extras.install_hint([extras.for_module(e.name)])}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("edgegaze: interrupted", file=sys.stderr)

@@ -13,6 +13,7 @@ import platform
 import sys
 from pathlib import Path
 
+from pipeline import bundle
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write
 
@@ -54,13 +55,23 @@ def _toml_value(v) -> str:
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _lines(table: dict, prefix: str = "") -> list[str]:
+    """`key = value` lines; a dict value as dotted keys (a bundle's `face.score_threshold = 0.5`)."""
+    out = []
+    for k, v in table.items():
+        if isinstance(v, dict):
+            out += _lines(v, f"{prefix}{k}.")
+        elif v is not None:
+            out.append(f"{prefix}{k} = {_toml_value(v)}")
+    return out
+
+
 def dumps(profile: dict) -> str:
-    """TOML for a dict of scalars and one level of tables (all a profile holds); None is left out."""
-    lines = [f"{k} = {_toml_value(v)}" for k, v in profile.items() if not isinstance(v, dict) and v is not None]
+    """TOML for a dict of scalars and tables (all a profile holds); None is left out."""
+    lines = _lines({k: v for k, v in profile.items() if not isinstance(v, dict)})
     for name, table in profile.items():
         if isinstance(table, dict):
-            lines += ["", f"[{name}]"]
-            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None]
+            lines += ["", f"[{name}]", *_lines(table)]
     return "\n".join(lines) + "\n"
 
 
@@ -77,10 +88,31 @@ def write(path: str | Path, profile: dict) -> Path:
 
 
 def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> dict:
-    """Read and check a profile; warn (one line) when it was measured on another CPU."""
+    """Read and check a profile, or a bundle's (`edgegaze deploy`: its folder, archive or profile.toml,
+    every file checked first); warn (one line) when it was measured on another CPU."""
+    opened = bundle.open_bundle(path, machine, warn)
+    if opened is not None:
+        profile = _read(opened.profile)
+        profile["plans"] = _plans(profile, opened)
+        if opened.calibration:
+            profile["calibration"] = str(opened.calibration)
+        return profile
     path = Path(path)
+    profile = _read(path)
+    if any(table in profile for table in BUNDLE_TABLES):
+        raise EdgegazeError(f"profile {path} names the files of a bundle ([{'], ['.join(BUNDLE_TABLES)}]) but is not "
+                            f"in one (no {bundle.MANIFEST} beside it); give the bundle, or remake it with `edgegaze deploy`")
+    made_on = profile.get("machine", {}).get("cpu")
+    if made_on and made_on != cpu_model():
+        warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
+             "its figures may not hold here")
+    return profile
+
+
+def _read(path: Path) -> dict:
     if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`
-        raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'}")
+        raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'} "
+                            f"(or a bundle: a folder with {bundle.MANIFEST})")
     if not path.is_file():
         raise EdgegazeError(f"profile {path} not found; make one with `edgegaze optimize pipeline --out DIR`")
     try:
@@ -92,11 +124,30 @@ def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> di
     problem = _problem(profile)
     if problem:
         raise EdgegazeError(f"profile {path}: {problem}; fix it or remake it with `edgegaze optimize pipeline`")
-    made_on = profile.get("machine", {}).get("cpu")
-    if made_on and made_on != cpu_model():
-        warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
-             "its figures may not hold here")
     return profile
+
+
+# A bundle's profile also says, per stage kind, what runs it: the stage class, its parameters, the
+# IR (relative to the bundle) and the IR's compiled blob for the CPU the bundle was made on.
+BUNDLE_TABLES = ("implementation", "params", "ir", "blobs")
+
+
+def _plans(profile: dict, opened) -> dict:
+    """Stage kind -> runner.StagePlan of a bundle's profile (absolute paths; blobs only where usable)."""
+    from pipeline.runner import StagePlan
+
+    tables = {t: profile.get(t, {}) for t in BUNDLE_TABLES}
+    plans = {}
+    for kind, choice in profile["stages"].items():
+        if choice == "none":
+            continue
+        if not isinstance(tables["implementation"].get(kind), str):
+            raise EdgegazeError(f"bundle {opened.root}: its profile has no [implementation] {kind}; {bundle.REMAKE}")
+        ir, blob = tables["ir"].get(kind), tables["blobs"].get(kind) if opened.blobs else None
+        plans[kind] = StagePlan(choice.partition("@")[0], tables["implementation"][kind],
+                                dict(tables["params"].get(kind, {})), opened.root / ir if ir else None,
+                                opened.root / blob if blob else None)
+    return plans
 
 
 # [runtime] key -> (type, least value, what it must be); a missing key takes the edgegaze default
@@ -136,6 +187,11 @@ def pipeline_kwargs(profile: dict) -> dict:
 
 
 def build_pipeline(profile: dict, device: str = "CPU", **kw):
+    """The profile's pipeline; a bundle's is built from its own files (no zoo, no model folder)."""
     from pipeline.runner import Pipeline
 
+    if "plans" in profile:
+        runtime = {k: v for k, v in pipeline_kwargs(profile).items() if k not in KINDS}
+        names = {kind: profile["stages"][kind] for kind in profile["plans"]}
+        return Pipeline.from_plans(profile["plans"], device, names=names, **{**runtime, **kw})
     return Pipeline.from_set("mediapipe", "FP32", device, **{**pipeline_kwargs(profile), **kw})
