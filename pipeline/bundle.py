@@ -144,8 +144,12 @@ def _single_root(target: Path) -> Path | None:
 
 def _extract(archive: Path, target: Path) -> None:
     """Unpack into a temp folder renamed to `target`: plain files and folders only, nothing outside."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as e:
+        raise EdgegazeError(f"cannot unpack bundle {archive} into {target.parent} ({e.strerror or e}); set "
+                            "EDGEGAZE_HOME to a writable folder, or unpack it (tar xzf) and give the folder") from None
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = tar.getmembers()

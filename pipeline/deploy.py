@@ -124,7 +124,8 @@ def _stages(profile: dict, pipe, params: dict, work: Path, blob_config: dict | N
 def _model_entry(kind: str, impl_id: str, precision: str, ir: str) -> dict:
     """What the manifest says of one model: where it came from and under which license."""
     spec = zoo.get(impl_id)
-    source = spec.files_for(spec.source_precision) or list(spec.files)
+    # converted from: its own files (a published FP16-INT8), else the source (FP32/FP16, and INT8 or pruned made from it)
+    source = spec.files_for(precision) or spec.files_for(spec.source_precision)
     return {"stage": kind, "id": impl_id, "precision": precision, "ir": ir, "description": spec.description,
             "license": spec.license, "format": spec.format,
             "source": [{"file": f.name, "sha256": f.sha256, "from": _origin(f)} for f in source],
@@ -168,7 +169,8 @@ def readme(manifest: dict, profile: dict, target: Path) -> str:
         f"# edgegaze bundle {manifest['name']}", "",
         f"Made by edgegaze {manifest['edgegaze']} with OpenVINO {manifest['openvino'].split('-')[0]} on "
         f"{manifest['created']}.",
-        "", "Run it (needs only `pip install edgegaze`; no model downloads, no network):", "",
+        "", f"Run it (needs only `pip install edgegaze=={manifest['edgegaze']}`, the version that made it; no "
+        "model downloads, no network):", "",
         f"    {run_command(target)} --input 0 --json gaze.jsonl", *mouse, "",
         "`--input` takes a webcam index, a video file, an image or a folder of images.", "",
         "## Stages", *stage_lines, "",

@@ -99,7 +99,7 @@ def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> di
         return profile
     path = Path(path)
     profile = _read(path)
-    if any(table in profile for table in BUNDLE_TABLES):
+    if any(table in profile for table in (*BUNDLE_TABLES, "plans")):  # "plans": what load() adds for a bundle
         raise EdgegazeError(f"profile {path} names the files of a bundle ([{'], ['.join(BUNDLE_TABLES)}]) but is not "
                             f"in one (no {bundle.MANIFEST} beside it); give the bundle, or remake it with `edgegaze deploy`")
     made_on = profile.get("machine", {}).get("cpu")

@@ -86,6 +86,18 @@ def clean_env(tmp_path: Path, **extra) -> dict:
     return {**env, **extra}
 
 
+# prints "module missing-module" for each pipeline module that does not import
+IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, pipeline
+for m in pkgutil.walk_packages(pipeline.__path__, "pipeline."):
+    if not m.name.endswith("__main__"):
+        try:
+            importlib.import_module(m.name)
+        except ModuleNotFoundError as e:
+            print(m.name, e.name)
+"""
+
+
 def test_runtime_only_install_has_no_extras_and_runs_outside_the_checkout(zoo_ready, installed, tmp_path):
     from pipeline import paths
 
@@ -100,6 +112,10 @@ def test_runtime_only_install_has_no_extras_and_runs_outside_the_checkout(zoo_re
                 "print(p.home())", cwd=work, env=env).stdout.split()
     site = installed["site"]
     assert where[0].startswith(site) and where[1].startswith(site) and where[2].startswith(env["XDG_CACHE_HOME"])
+    # every module imports, or fails only for want of an extra's module (matplotlib, nncf ...)
+    failed = run(python, "-c", IMPORT_EVERY_MODULE, cwd=work, env=env).stdout.split()
+    assert {m for m in failed[1::2]} <= {"matplotlib", "nncf", "scipy", "pyautogui", "OneEuroFilter", "ray", "torch"}
+    assert not {"pipeline.cli", "pipeline.deploy", "pipeline.bundle", "pipeline.control.app"} & set(failed[::2])
     listed = run(installed["edgegaze"], "models", "list", cwd=work, env=env).stdout
     assert "face-landmark" in listed and "open-closed-eye-0001" in listed
 
