@@ -382,7 +382,8 @@ def _add_models(sub) -> None:
     p.set_defaults(func=_models_show)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
     _add_selection(p)
-    p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); env EDGEGAZE_MIRROR")
+    p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); several folders "
+                   "joined with ':' are tried in turn (e.g. one holding 3ddfa_v2/); env EDGEGAZE_MIRROR")
     p.set_defaults(func=_models_fetch)
 
 
