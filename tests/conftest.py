@@ -14,6 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("EDGEGAZE_SHARED", ROOT.parent / "shared" / "data"))
 OMZ_MIRROR = SHARED / "models" / "omz"
+# every mirrored source: OMZ files in the storage's intel/ layout, then 3DDFA_V2's at 3ddfa_v2/
+MIRRORS = os.pathsep.join(map(str, (OMZ_MIRROR, SHARED / "models")))
 
 
 def shared_path(rel: str) -> Path:
@@ -45,13 +47,14 @@ def read_frames(rel: str, indices) -> list:
 
 @pytest.fixture(scope="session")
 def zoo_ready():
-    """Every zoo model fetched (mediapipe from its wheel, omz from the shared mirror) and
+    """Every zoo model fetched (mediapipe from its wheel, omz and 3ddfa from the shared mirror) and
     converted to all its precisions in the default home. Idempotent, so a warm checkout is fast."""
     from pipeline import convert, zoo
 
     shared_path("models/omz")
+    shared_path("models/3ddfa_v2")
     for spec in zoo.select("all"):
-        zoo.fetch(spec, mirror=OMZ_MIRROR if spec.set == "omz" else None, log=lambda *_: None)
+        zoo.fetch(spec, mirror=MIRRORS, log=lambda *_: None)
         for precision in spec.precisions:
             convert.convert(spec, precision, log=lambda *_: None)
     return True
