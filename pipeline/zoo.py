@@ -201,9 +201,9 @@ def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
         if mirrors:
             src = next((root / f.mirror for root in mirrors if (root / f.mirror).is_file()), None)
             if src is None:
-                where = f"mirror {mirrors[0]} has" if len(mirrors) == 1 else \
+                where = f"mirror {mirrors[0]} has no" if len(mirrors) == 1 else \
                     f"none of the mirror folders {', '.join(map(str, mirrors))} has"
-                raise EdgegazeError(f"{where} no {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout "
+                raise EdgegazeError(f"{where} {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout "
                                     f"for OMZ files (give several folders joined with '{os.pathsep}' for other sources)")
             shutil.copyfile(src, tmp)
         elif not f.url:
