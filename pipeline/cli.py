@@ -361,7 +361,7 @@ def _selected_set(args) -> str | None:
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", help="model set: mediapipe, omz or all (default: mediapipe, unless --model is given)")
+    p.add_argument("--set", help="model set: mediapipe, omz, 3ddfa or all (default: mediapipe, unless --model is given)")
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
@@ -375,7 +375,7 @@ def _add_models(sub) -> None:
     """`models list`, `models fetch`."""
     models = sub.add_parser("models", help="list and fetch zoo models").add_subparsers(dest="action", required=True)
     p = models.add_parser("list", help="every zoo model, cached or not")
-    p.add_argument("--set", default="all", help="model set: mediapipe, omz or all")
+    p.add_argument("--set", default="all", help="model set: mediapipe, omz, 3ddfa or all")
     p.set_defaults(func=_models_list)
     p = models.add_parser("show", help="what runs a model: implementation, stage, requires, outputs, parameters")
     p.add_argument("id", help="zoo model id, or mesh")

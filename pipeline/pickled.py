@@ -75,10 +75,9 @@ class _Unpickler(pickle.Unpickler):
                ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
                **{("torch", name): name for name in STORAGE_DTYPES}}
 
-    def __init__(self, fh, storage_bytes=None):
+    def __init__(self, fh):
         super().__init__(fh)
-        self.storage_bytes = storage_bytes  # zip format: key -> bytes of that storage
-        self.storages: dict[str, _Storage] = {}
+        self.storages: dict[str, _Storage] = {}  # key -> storage, filled by persistent_load
 
     def find_class(self, module, name):
         if (module, name) not in self.ALLOWED:

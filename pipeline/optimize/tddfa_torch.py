@@ -1,11 +1,13 @@
-"""PyTorch form of 3DDFA_V2's MobileNetV1 (zoo model 3ddfa-v2-mb05), for pruning and fine-tuning.
+"""PyTorch form of 3DDFA_V2's MobileNetV1 (zoo model 3ddfa-v2-mb05), to prune or fine-tune in torch.
 
 The same network as pipeline.tddfa_net builds for OpenVINO, written as torch modules the way
 upstream's `models/mobilenet_v1.py` writes it (convolutions without bias, batch norm, ReLU), so a
 trainer sees real BatchNorm2d layers. Weights come from the same torch-free reader (so the
 checkpoint's pickle runs no code here either); `forward` takes the float crop in NCHW BGR, scaled
 to (x - 127.5) / 128, and returns the un-normalised 62 parameters, as the converted model does
-(tests/test_tddfa.py checks they agree on real face crops).
+(tests/test_tddfa.py checks they agree on real face crops). `edgegaze optimize prune` does not take
+this model yet: it prunes graphs translated from OpenVINO (torch_forms), and has no crops or
+recovery loss for it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pipeline.optimize.torch_forms import require_torch
 MODEL_ID = "3ddfa-v2-mb05"
 
 
-def _module_classes():
+def _module_class():
     torch = require_torch()
     nn = torch.nn
 
@@ -63,7 +65,7 @@ def from_weights(sd: dict, mean: np.ndarray, std: np.ndarray):
     """The eval-mode module holding a state dict read by tddfa_net.read_weights."""
     torch = require_torch()
     widths = [sd["conv1.weight"].shape[0]] + [sd[f"{n}.conv_sep.weight"].shape[0] for n, _ in tddfa_net.BLOCKS]
-    module = _module_classes()(widths, mean, std)
+    module = _module_class()(widths, mean, std)
     state = {}
     for key, value in sd.items():
         name = key.replace("fc_param.", "fc.")
