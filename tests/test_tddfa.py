@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
-from conftest import MIRRORS, SHARED, read_frames, shared_path
+from conftest import MIRRORS, SHARED, read_frames, shared_path, unavailable
 from pipeline import paths, pickled, runtime, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.evaluate import common, datasets, headpose
@@ -29,9 +29,7 @@ def _torch():
     try:
         import torch
     except ModuleNotFoundError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("torch is not installed (CI installs the torch extra)")
-        pytest.skip("torch not installed: pip install -e .[torch]")
+        unavailable('torch is not installed: pip install -e ".[torch]"')
     return torch
 
 
