@@ -13,7 +13,7 @@ camera matrix (scale * rotation | translation, in 120x120 crop pixels with y up)
 10 expression coefficients. Its input is the crop as upstream feeds it, float NCHW BGR already
 scaled to (x - 127.5) / 128; convert embeds that scaling for the u8 IR input.
 
-pipeline.optimize.tddfa_torch defines the same network in torch (for pruning and fine-tuning);
+pipeline.optimize.tddfa_torch defines the same network in torch (to prune or fine-tune it there);
 tests check the two agree on real face crops.
 """
 

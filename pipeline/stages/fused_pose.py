@@ -7,9 +7,9 @@ turned faces (its landmarks, not the fit: docs/headpose.md), the network was tra
 large poses but reads one 120x120 crop.
 
 The default weights are 0.5, the plain mean: without labeled faces beyond the evaluation set,
-nothing here can say which estimator errs less on which axis; the label-free figures that could
-(mirror and rotation consistency on the shared videos) are in docs/headpose.md, with what weights
-they imply and how those score.
+nothing here can say which estimator errs less on which axis. The weights a label-free figure
+implies (inverse variance of each estimator's mirror disagreement on the shared videos) and how
+they scored are in docs/headpose.md.
 """
 
 from __future__ import annotations
