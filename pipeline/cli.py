@@ -361,7 +361,7 @@ def _selected_set(args) -> str | None:
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", help="model set: mediapipe, omz or all (default: mediapipe, unless --model is given)")
+    p.add_argument("--set", help="model set: mediapipe, omz, 3ddfa or all (default: mediapipe, unless --model is given)")
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
@@ -375,14 +375,15 @@ def _add_models(sub) -> None:
     """`models list`, `models fetch`."""
     models = sub.add_parser("models", help="list and fetch zoo models").add_subparsers(dest="action", required=True)
     p = models.add_parser("list", help="every zoo model, cached or not")
-    p.add_argument("--set", default="all", help="model set: mediapipe, omz or all")
+    p.add_argument("--set", default="all", help="model set: mediapipe, omz, 3ddfa or all")
     p.set_defaults(func=_models_list)
     p = models.add_parser("show", help="what runs a model: implementation, stage, requires, outputs, parameters")
     p.add_argument("id", help="zoo model id, or mesh")
     p.set_defaults(func=_models_show)
     p = models.add_parser("fetch", help="fetch model files into the cache, verified by sha256")
     _add_selection(p)
-    p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); env EDGEGAZE_MIRROR")
+    p.add_argument("--mirror", help="local copy of the OpenVINO model storage (intel/<model>/<precision>/); several folders "
+                   "joined with ':' are tried in turn (e.g. one holding 3ddfa_v2/); env EDGEGAZE_MIRROR")
     p.set_defaults(func=_models_fetch)
 
 

@@ -1,4 +1,4 @@
-"""Conversion of zoo sources (TFLite, ONNX, OpenVINO IR, PyTorch modules) to OpenVINO IR.
+"""Conversion of zoo sources (TFLite, ONNX, OpenVINO IR, PyTorch checkpoints and modules) to OpenVINO IR.
 
 Every IR edgegaze writes takes u8 NHWC BGR images at the model's native size: layout, colour
 order, mean and scale are embedded with OpenVINO's PrePostProcessor, so stages only crop and
@@ -23,7 +23,7 @@ from filelock import FileLock
 from openvino import passes
 from openvino.preprocess import ColorFormat, PrePostProcessor
 
-from pipeline import __version__, paths, zoo
+from pipeline import __version__, paths, tddfa_net, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.runtime import core
 
@@ -162,6 +162,14 @@ def provenance_of(model_id: str, precision: str) -> dict | None:
     return paths.json_object(path)
 
 
+def read_source(spec: zoo.ModelSpec, sources: list[Path]) -> ov.Model:
+    """The source model of verified source files. OpenVINO reads TFLite, ONNX and IR itself; a PyTorch
+    checkpoint holds weights only, so its network is built by edgegaze's own definition, without torch."""
+    if spec.format == "pytorch":
+        return tddfa_net.read_model(sources)  # the zoo's one PyTorch source: 3DDFA_V2's MobileNetV1
+    return core().read_model(str(next(p for p in sources if p.suffix in (".tflite", ".onnx", ".xml"))))
+
+
 def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, log=print) -> Path:
     """Convert one zoo model to IR of `precision`; a no-op when an up-to-date IR exists.
 
@@ -189,8 +197,7 @@ def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, l
             log(f"{spec.id} {precision}: up to date")
             return xml
         log(f"{spec.id} {precision}: {problem}; rebuilding")
-    source = next(p for p in sources if p.suffix in (".tflite", ".onnx", ".xml"))
-    model = core().read_model(str(source))
+    model = read_source(spec, sources)
     if precision in PRECISIONS:
         fold_weights(model)
     if spec.batch != 1:

@@ -58,9 +58,9 @@ def _flag(kind: str) -> str:
 
 
 def _offer(kind: str) -> list[str]:
-    """The stage ids that can fill `kind`: zoo models of that stage, then model-free stages."""
+    """The stage ids that can fill `kind`: zoo models of that stage, then the stages pipeline.stages declares."""
     return [i for i, spec in zoo.models().items() if spec.stage == kind] + \
-        [i for i in stages.MODEL_FREE if stages.stage_class(i).kind == kind]
+        [i for i in (*stages.MODEL_FREE, *stages.ON_MODEL) if stages.stage_class(i).kind == kind]
 
 
 def check_requires(chosen: dict[str, str]) -> None:
@@ -134,8 +134,8 @@ class Pipeline:
                                     f"(its stages: {', '.join(i for i, _ in split.values())})")
         built = {}
         for kind, (impl, own) in split.items():
-            if prepare and impl not in stages.MODEL_FREE:
-                convert.prepare(impl, own)
+            if prepare and stages.model_of(impl):
+                convert.prepare(stages.model_of(impl), own)
             built[kind] = stages.build(impl, own, device, params=params.get(impl), hint=hint,
                                        threads=DEFAULT_THREADS if threads is None else threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),

