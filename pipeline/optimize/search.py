@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from pipeline import paths, zoo
+from pipeline import modelcache, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
 from pipeline.runner import DEFAULT_THREADS
@@ -42,8 +42,7 @@ def available(impl: str) -> list[str]:
     """Precision tags (FP32, FP16, INT8, FP16-INT8, pruned tags...) whose IR exists for `impl`."""
     if impl in ("mesh", "none"):
         return [""]
-    root = paths.ir_dir(impl, "FP32").parent
-    found = [p.name for p in sorted(root.iterdir()) if (p / f"{impl}.xml").exists()] if root.is_dir() else []
+    found = modelcache.tags_on_disk(impl)  # never a killed writer's temp folder
     return sorted(found, key=lambda t: (PRECISIONS.index(t) if t in PRECISIONS else len(PRECISIONS), t))
 
 
