@@ -12,6 +12,7 @@ written as modelcache.py says, so many processes can share one cache.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from functools import lru_cache
@@ -87,20 +88,30 @@ def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) ->
         modelcache.install(tmp, final)
     except OSError as e:
         raise WriteError(final, e) from None
-    except RuntimeError as e:  # OpenVINO's own writer: a full disk reads as "Failed to write" or a bad stream
-        raise WriteError(final, OSError(0, _space_note(tmp) or str(e).strip().splitlines()[-1])) from None
+    except RuntimeError as e:  # OpenVINO's writer: a full disk reads as "basic_ios::clear: iostream error"
+        raise WriteError(final, _why_not_written(tmp, e)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / f"{model_id}.xml"
 
 
-def _space_note(folder: Path) -> str:
-    """'No space left on device' when the folder's file system is full (OpenVINO does not say why)."""
+def _why_not_written(folder: Path, error: RuntimeError) -> OSError:
+    """OpenVINO's writer gives no errno: a write of our own (1 MiB) in the same folder tells the
+    system's reason (ENOSPC, EIO...); if that write succeeds, OpenVINO's words are all there is."""
+    probe = folder / ".probe"
     try:
-        st = shutil.disk_usage(folder.parent)
-    except OSError:
-        return ""
-    return "No space left on device" if st.free < 1 << 20 else ""
+        with open(probe, "wb") as fh:
+            fh.write(bytes(1 << 20))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:
+        return e
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass  # a file system that failed may have turned read-only
+    return OSError(0, str(error).strip().splitlines()[-1])
 
 
 def _warn(message: str) -> None:
