@@ -202,7 +202,8 @@ def _optimize_pipeline(args) -> int:
 def _batch(args) -> int:
     from pipeline.batch import run_batch
 
-    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params)
+    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params,
+                  force=args.force)
     print(f"{s['done']} done, {s['skipped']} skipped (finished before), {s['failed']} failed; "
           f"{s['frames']} frames, {s['frames_per_s']:.1f} frames/s; summary in {args.out}/summary.json")
     return 1 if s["failed"] else 0
@@ -227,7 +228,10 @@ def _add_search_batch(sub, optimize) -> None:
     p = sub.add_parser("batch", help="a deployment profile over many videos on Ray: one JSON Lines file per video")
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
     p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
-    p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
+    p.add_argument("--out", required=True, help="folder for <video>.jsonl, <video>.source.json and summary.json; videos "
+                   "finished from the same file with the same profile are skipped")
+    p.add_argument("--force", action="store_true", help="redo videos whose output came from another file, profile or "
+                   "edgegaze version (else the batch stops and says which)")
     p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
     p.add_argument("--max-frames", type=int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
