@@ -216,9 +216,9 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--eval", default="", help="labeled data, comma-separated: AFLW2000-3D folders (head-pose MAE)")
     p.add_argument("--budget-ms", type=number(above=0), help="wall ms per frame the pipeline may take")
     p.add_argument("--budget-cpu-ms", type=number(above=0), help="process CPU ms per frame the pipeline may take")
-    p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE", help="accuracy budget vs the FP32 reference, "
-                   "e.g. head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg; "
-                   "repeatable, or comma-separated)")
+    p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE", help="accuracy budget vs the FP32 reference "
+                   "(deg MAE up, percentage points of frames, deg; repeatable, or comma-separated); each metric left "
+                   "out has its default, head_pose_deg=1 (with --eval), faces_found=2, gaze_deg=3; METRIC=inf lifts one")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
     p.add_argument("--max-candidates", type=int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
     p.add_argument("--max-frames", type=int_at_least(1), default=60, help="frames per input video (default 60)")

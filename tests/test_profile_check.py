@@ -40,3 +40,14 @@ def test_a_profile_of_the_wrong_kind_is_refused_first(zoo_ready, wrong_kind, tmp
         "stage, not a face stage" in err[0], captured.err
     assert "--face" not in err[0] and captured.out == "" and not (tmp_path / "out").exists()
     assert seconds < 10  # nothing measured (a report of the profile's models takes a minute)
+
+
+def test_optimize_pipeline_has_a_default_accuracy_budget():
+    """Without --max-drop the search had no accuracy guard and chose the OMZ chain, whose gaze is
+    17-23 deg from the reference's; each metric left out now has its default."""
+    from pipeline.optimize import search
+
+    assert search.with_default_drops({}, []) == {"faces_found": 2.0, "gaze_deg": 3.0}  # no labels: no head pose
+    assert search.with_default_drops({}, ["aflw"]) == search.DEFAULT_MAX_DROP
+    given = search.parse_drops(["gaze_deg=inf,faces_found=5"])
+    assert search.with_default_drops(given, ["aflw"]) == {"head_pose_deg": 1.0, "faces_found": 5.0, "gaze_deg": float("inf")}
