@@ -136,8 +136,8 @@ def stage_problem(stages: dict) -> str | None:
     if "face" not in chosen:
         return "[stages] face is \"none\"; a pipeline needs a face detector"
     for kind, impl in chosen.items():
-        if impl not in impls.implementations():
-            return f"[stages] {kind} = \"{stages[kind]}\" is not a zoo model (see `edgegaze models list`)"
+        if impl not in (known := impls.implementations()):
+            return f"[stages] {kind} = \"{stages[kind]}\": unknown stage implementation '{impl}'; valid: {', '.join(known)}"
         if (is_kind := impls.stage_class(impl).kind) != kind:
             return f"[stages] {kind} = \"{stages[kind]}\" is a {is_kind.replace('_', '-')} stage, not a {kind.replace('_', '-')} stage"
         needs = {**({"landmarks": None} if kind != "face" else {}), **impls.stage_class(impl).requires}
