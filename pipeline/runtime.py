@@ -68,7 +68,10 @@ def _compile_cached(xml: Path, device: str, cfg: dict) -> ov.CompiledModel:
     model = None
     with modelcache.reading(xml):  # the key and the model read are of the same files
         blob = modelcache.blob_path(blob_key(xml, device, cfg))
-        data = blob.read_bytes() if blob.is_file() else None
+        try:
+            data = blob.read_bytes()
+        except OSError:  # not cached yet, or another user's blob this one may not read
+            data = None
         if not data:
             model = core().read_model(str(xml))
     if data:
