@@ -202,7 +202,8 @@ def _optimize_pipeline(args) -> int:
 def _batch(args) -> int:
     from pipeline.batch import run_batch
 
-    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params)
+    s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params,
+                  force=args.force)
     print(f"{s['done']} done, {s['skipped']} skipped (finished before), {s['failed']} failed; "
           f"{s['frames']} frames, {s['frames_per_s']:.1f} frames/s; summary in {args.out}/summary.json")
     return 1 if s["failed"] else 0
@@ -215,9 +216,9 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--eval", default="", help="labeled data, comma-separated: AFLW2000-3D folders (head-pose MAE)")
     p.add_argument("--budget-ms", type=number(above=0), help="wall ms per frame the pipeline may take")
     p.add_argument("--budget-cpu-ms", type=number(above=0), help="process CPU ms per frame the pipeline may take")
-    p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE", help="accuracy budget vs the FP32 reference, "
-                   "e.g. head_pose_deg=1,faces_found=2,gaze_deg=3 (deg MAE up, percentage points of frames, deg; "
-                   "repeatable, or comma-separated)")
+    p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE", help="accuracy budget vs the FP32 reference "
+                   "(deg MAE up, percentage points of frames, deg; repeatable, or comma-separated); each metric left "
+                   "out has its default, head_pose_deg=1 (with --eval), faces_found=2, gaze_deg=3; METRIC=inf lifts one")
     p.add_argument("--space", default="small", choices=["small", "full"], help="candidates searched")
     p.add_argument("--max-candidates", type=int_at_least(1), help="measure at most N per phase (reference and hand-picked come first)")
     p.add_argument("--max-frames", type=int_at_least(1), default=60, help="frames per input video (default 60)")
@@ -227,7 +228,10 @@ def _add_search_batch(sub, optimize) -> None:
     p = sub.add_parser("batch", help="a deployment profile over many videos on Ray: one JSON Lines file per video")
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
     p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
-    p.add_argument("--out", required=True, help="folder for <video>.jsonl and summary.json; finished videos are skipped")
+    p.add_argument("--out", required=True, help="folder for <video>.jsonl, <video>.source.json and summary.json; videos "
+                   "finished from the same file with the same profile are skipped")
+    p.add_argument("--force", action="store_true", help="redo videos whose output came from another file, profile or "
+                   "edgegaze version (else the batch stops and says which)")
     p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
     p.add_argument("--max-frames", type=int_at_least(1), help="frames per video")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")

@@ -89,7 +89,7 @@ def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> di
         raise EdgegazeError(f"profile {path} is not valid TOML ({e}); remake it with `edgegaze optimize pipeline`") from None
     if profile.get("version") != VERSION or not isinstance(profile.get("stages"), dict) or "face" not in profile["stages"]:
         raise EdgegazeError(f"profile {path} is not an edgegaze deployment profile version {VERSION} (needs [stages] face = ...)")
-    problem = _problem(profile)
+    problem = _problem(profile) or stage_problem(profile["stages"])
     if problem:
         raise EdgegazeError(f"profile {path}: {problem}; fix it or remake it with `edgegaze optimize pipeline`")
     made_on = profile.get("machine", {}).get("cpu")
@@ -123,6 +123,28 @@ def _problem(profile: dict) -> str | None:
         kind, least, what = RUNTIME[key]
         if type(value) is not kind or (least is not None and value < least):
             return f"[runtime] {key} must be {what}, not {value!r}"
+    return None
+
+
+def stage_problem(stages: dict) -> str | None:
+    """Whether each [stages] entry is a stage of its kind with what it requires (None: it is), told
+    in the profile's terms, before any command measures or runs it: `report` measured every model
+    of a profile with a gaze model as its face stage before refusing it, and `run` named --face."""
+    from pipeline import stages as impls
+
+    chosen = {k: v.partition("@")[0] for k, v in stages.items() if v != "none"}
+    if "face" not in chosen:
+        return "[stages] face is \"none\"; a pipeline needs a face detector"
+    for kind, impl in chosen.items():
+        if impl not in (known := impls.implementations()):
+            return f"[stages] {kind} = \"{stages[kind]}\": unknown stage implementation '{impl}'; valid: {', '.join(known)}"
+        if (is_kind := impls.stage_class(impl).kind) != kind:
+            return f"[stages] {kind} = \"{stages[kind]}\" is a {is_kind.replace('_', '-')} stage, not a {kind.replace('_', '-')} stage"
+        needs = {**({"landmarks": None} if kind != "face" else {}), **impls.stage_class(impl).requires}
+        for need, want in needs.items():
+            if not chosen.get(need) or want not in (None, chosen[need]):
+                what = f'{need} = "{want}"' if want else f"a {need.replace('_', '-')} stage"
+                return f"[stages] {kind} = \"{stages[kind]}\" needs {what}"
     return None
 
 

