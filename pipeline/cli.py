@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import os
 import re
 import signal
 import sys
 
-from pipeline.bounds import Bounds
+from pipeline.arguments import add_param_option, add_stage_options, int_at_least, number, stage_overrides
 from pipeline.errors import EdgegazeError
 
 
@@ -53,35 +52,6 @@ class _Parser(argparse.ArgumentParser):
             if value.startswith("-") and not any(o.startswith(value.split("=")[0]) for o in self._option_string_actions):
                 return f"; for the value '{value}' write {option}={value}"
         return ""
-
-
-def int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is below {low}")
-        return value
-    return parse
-
-
-def number(above: float | None = None, low: float | None = None, high: float | None = None):
-    """argparse type: a finite number above `above`, in [low, high] (each bound optional)."""
-    bounds = Bounds(above=above, low=low, high=high)
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
-        if not bounds.allows(value):
-            raise argparse.ArgumentTypeError(f"{text} must be {bounds.span()}")
-        return value
-    return parse
 
 
 def _models_list(args) -> int:
@@ -330,29 +300,6 @@ def calibration_methods() -> tuple[str, ...]:
     from pipeline.control.calibration import METHODS
 
     return METHODS
-
-
-STAGE_FLAGS = ("face", "landmarks", "head-pose", "gaze", "eye-state")
-
-
-def add_stage_options(p: argparse.ArgumentParser) -> None:
-    """--face/--landmarks/--head-pose/--gaze/--eye-state: swap one stage's implementation."""
-    for kind in STAGE_FLAGS:
-        p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
-                       "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
-
-
-def stage_overrides(args) -> dict:
-    """{kind: id} of the stage options given (Pipeline.from_set keywords)."""
-    kinds = (k.replace("-", "_") for k in STAGE_FLAGS)
-    return {k: getattr(args, k) for k in kinds if getattr(args, k, None)}
-
-
-def add_param_option(p: argparse.ArgumentParser) -> None:
-    """--param STAGE.KEY=VALUE (repeatable), checked when the pipeline is built (pipeline.stages.params)."""
-    p.add_argument("--param", dest="params", action="append", metavar="STAGE.KEY=VALUE",
-                   help="a stage parameter, STAGE a zoo id or mesh, e.g. face-detection-short-range.score_threshold=0.7 "
-                        "(repeatable; `edgegaze models show ID` lists them)")
 
 
 def _selected_set(args) -> str | None:
