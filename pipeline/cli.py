@@ -396,7 +396,8 @@ def _add_quantize(optimize) -> None:
                    "comma-separate several (other people, light) so the INT8 model holds beyond one recording")
     p.add_argument("--check", help="other recording(s), comma-separated, the final INT8 model must also stay in budget on "
                    "(default: the last eighth of each --calib source, which no choice sees)")
-    p.add_argument("--subset", type=int_at_least(1), default=100, help="calibration frames (a third as many are held out for validation)")
+    p.add_argument("--subset", type=int_at_least(1), default=100, help="calibration frames, from the first 3/4 of the --calib sources; a third as many from their "
+                   "last quarter are held out, half to choose on and half to check (all to choose on with --check)")
     p.add_argument("--preset", default="performance", choices=["performance", "mixed"], help="NNCF preset")
     p.add_argument("--max-drop", action="append", metavar="METRIC=VALUE",
                    help="override a budget, e.g. head_pose_mae_deg=1.0 (repeatable, or comma-separated; "
