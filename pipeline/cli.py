@@ -107,19 +107,14 @@ def _convert(args) -> int:
 def _run(args) -> int:
     from pipeline import runtime
     from pipeline.outputs import check_outputs, run_to_outputs
-    from pipeline.runner import Pipeline
     from pipeline.sources import open_source
 
-    _apply_profile(args)
-    args.precision = runtime.check_precision(args.precision, single=True)[0]
-    runtime.check_device(args.device)
+    options = _pipeline_options(args)
+    options.precision = runtime.check_precision(options.precision, single=True)[0].upper()
+    runtime.check_device(options.device)
     check_outputs(args.json, args.output, args.show, args.input)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
-    pipeline = Pipeline.from_set(
-        args.models, args.precision.upper(), args.device, **stage_overrides(args), hint=args.hint,
-        threads=args.threads, max_faces=args.max_faces, tracking=not args.no_tracking,
-        async_mode=args.async_mode, redetect_every=args.redetect_every, params=args.params)
-    s = run_to_outputs(pipeline, source, args.json, args.output, args.show)
+    s = run_to_outputs(options.build(), source, args.json, args.output, args.show)
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
     if s.skipped_note:
@@ -127,29 +122,28 @@ def _run(args) -> int:
     return 130 if s.interrupted else 0
 
 
+def _pipeline_options(args):
+    """`run`'s pipeline options; with --profile FILE, the profile's stages and runtime settings replace them."""
+    from pipeline import profile
+
+    options = profile.PipelineOptions(
+        args.models, args.precision, args.device, **stage_overrides(args), tracking=not args.no_tracking,
+        redetect_every=args.redetect_every, async_mode=args.async_mode, threads=args.threads, hint=args.hint,
+        max_faces=args.max_faces, params=args.params)
+    if not args.profile:
+        return options
+    options, replaced = profile.with_profile(options, profile.load(args.profile))
+    if replaced:  # the profile wins; say so rather than drop them without a word
+        flag = {"tracking": "--no-tracking", "async_mode": "--async"}
+        print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: "
+              f"{', '.join(flag.get(n, '--' + n.replace('_', '-')) for n in replaced)}", file=sys.stderr)
+    return options
+
+
 def _report_profile(args) -> dict:
     from pipeline import profile
 
     return {"profile": profile.load(args.profile)} if getattr(args, "profile", None) else {}
-
-
-def _apply_profile(args) -> None:
-    """`--profile FILE`: the profile's stages (ID@PRECISION) and runtime settings replace the options."""
-    if getattr(args, "profile", None):
-        from pipeline import profile
-
-        kw = profile.pipeline_kwargs(profile.load(args.profile))
-        defaults = build_parser().parse_args([args.command, "--input", "-"])
-        flags = {name: f"--{name.replace('_', '-')}" for name in ("models", "precision", *profile.KINDS, "no_tracking",
-                                                                  "threads", "redetect_every")}
-        replaced = [flag for name, flag in {**flags, "async_mode": "--async"}.items()
-                    if getattr(args, name, None) != getattr(defaults, name, None)]
-        if replaced:  # the profile wins; say so rather than drop them without a word
-            print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
-        for kind in profile.KINDS:
-            setattr(args, kind, kw[kind])
-        args.no_tracking, args.async_mode = not kw["tracking"], kw["async_mode"]
-        args.threads, args.redetect_every = kw["threads"], kw["redetect_every"]
 
 
 def _optimize_pipeline(args) -> int:
