@@ -147,15 +147,12 @@ def _report_profile(args) -> dict:
 
 
 def _optimize_pipeline(args) -> int:
-    from pipeline import paths
-    from pipeline.optimize import pareto, search
+    from pipeline.api import search
 
-    paths.check_out_dir(args.out, create=False)  # written after the search, minutes later
-    split = lambda text: [s.strip() for s in (text or "").split(",") if s.strip()]  # noqa: E731
-    result = search.search(split(args.input), split(args.eval), search.parse_drops(args.max_drop), args.budget_ms,
-                           args.budget_cpu_ms, args.space, args.max_candidates, args.max_frames, args.address)
-    summary = pareto.write(result, args.out)
-    print(f"{len(result['rows'])} candidates measured in {result['seconds']} s; wrote pareto.json/.md/.png to {args.out}")
+    summary = search(args.input, args.out, budget_cpu_ms=args.budget_cpu_ms, budget_ms=args.budget_ms, datasets=args.eval,
+                     max_drop=args.max_drop, space=args.space, max_candidates=args.max_candidates,
+                     max_frames=args.max_frames, address=args.address)
+    print(f"{len(summary['rows'])} candidates measured in {summary['seconds']} s; wrote pareto.json/.md/.png to {args.out}")
     if not summary["chosen"]:
         print("no candidate fits the budget and max drops: no profile written (see pareto.md)")
         return 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def write(path: str | Path, profile: dict) -> Path:
     return atomic_write(path, dumps(profile))
 
 
-def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> dict:
+def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)) -> dict:
     """Read and check a profile; warn (one line) when it was measured on another CPU."""
     path = Path(path)
     if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`

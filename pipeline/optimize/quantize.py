@@ -455,7 +455,8 @@ def summary_markdown(reports: list[dict]) -> str:
 def quantize(set_name: str | None = None, model_id: str | None = None, calib: str | Path = "", subset: int = 100,
              preset: str = "performance", max_drop: list[str] | None = None, ignore: list[str] | None = None,
              full_sensitivity: bool = False, latency: bool = True, force: bool = False,
-             out: str | Path = "results/quantize", log=print, check: str | Path | None = None) -> list[dict]:
+             out: str | Path = "results/quantize", log: Callable[[str], object] = print,
+             check: str | Path | None = None) -> list[dict]:
     """Quantize the selected zoo models from one calibration source (and, if given, a check source
     that only the final models are scored on); writes INT8 IR and reports."""
     specs = zoo.select(set_name, model_id)

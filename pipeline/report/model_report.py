@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
 
 import openvino as ov
@@ -220,7 +221,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
                  precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
                  cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
                  progress: bool = True, profile: dict | None = None, params: list[str] | None = None,
-                 log=print) -> dict:
+                 log: Callable[[str], object] = print) -> dict:
     """Measure and write report.json, report.md and the plots into `out`; returns the report dict.
     With a deployment profile, its stage models at their own precisions and its pipeline are measured.
     params (--param STAGE.KEY=VALUE) set stage parameters in the pipeline section (raw model rows have none).
