@@ -12,25 +12,16 @@ import pytest
 from pipeline import profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
-from conftest import jsonl_frames, shared_path
+from conftest import jsonl_frames, need, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"
 
 
-def _ray():
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail('ray is not installed: pip install -e ".[ray]"')
-        pytest.skip('ray is not installed: pip install -e ".[ray]"')
-
-
 @pytest.fixture(scope="module")
 def ray_session(zoo_ready):
     """One local Ray for the module (starting one takes 5-10 s)."""
-    _ray()
+    need("ray")
     import ray
 
     from pipeline import cluster
@@ -188,7 +179,7 @@ def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
 
     from conftest import ROOT
 
-    _ray()
+    need("ray")
     videos = tmp_path / "videos"
     videos.mkdir()
     for rel in ("video/udacity_demo_1080p.mp4", "video/webcam_1280x720.mp4"):  # long enough to be in hand
