@@ -1,5 +1,5 @@
 """Command-line argument types and the options several commands share, below both the CLI
-(pipeline/cli.py) and the gaze mouse's options (control/options.py), so neither imports the
+(pipeline/cli/) and the gaze mouse's options (control/options.py), so neither imports the
 other. No heavy imports: the parser is built before any model is loaded."""
 
 from __future__ import annotations
