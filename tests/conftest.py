@@ -1,12 +1,16 @@
 """Shared fixtures: real data from ../shared/data and the real zoo, fetched and converted once.
 
-Under CI=true missing shared data is an error, never a silent skip.
+Under CI=true missing shared data, or a missing optional part that CI installs (PyTorch, Ray, a
+virtual X server), is an error, never a silent skip. Elsewhere such a test skips with the command
+that enables it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,11 +20,19 @@ SHARED = Path(os.environ.get("EDGEGAZE_SHARED", ROOT.parent / "shared" / "data")
 OMZ_MIRROR = SHARED / "models" / "omz"
 # every mirrored source: OMZ files in the storage's intel/ layout, then 3DDFA_V2's at 3ddfa_v2/
 MIRRORS = os.pathsep.join(map(str, (OMZ_MIRROR, SHARED / "models")))
+CI = os.environ.get("CI", "").lower() == "true"
+# what `pip install -e ".[dev]"` leaves out, and the command that adds it
+ENABLE = {
+    # a plain `pip install torch` pulls a CUDA build (GBs): the CPU build first, then the extra
+    "torch": 'pip install torch==2.13.0 && pip install -e ".[torch]"',
+    "ray": 'pip install -e ".[ray]"',  # in [dev]; named for installs without it
+    "Xvfb": "sudo apt-get install xvfb xdotool",
+    "xdotool": "sudo apt-get install xvfb xdotool",
+}
 
 
-def unavailable(msg: str):
-    """What a test needs is not here: a skip locally, a failure under CI=true (CI installs it all)."""
-    if os.environ.get("CI", "").lower() == "true":
+def _missing(msg: str):
+    if CI:  # CI installs every optional part: a missing one would hide its tests
         pytest.fail(msg)
     pytest.skip(msg)
 
@@ -29,8 +41,22 @@ def shared_path(rel: str) -> Path:
     """Path of a file under ../shared/data; skip locally (fail under CI) when it is absent."""
     path = SHARED / rel
     if not path.exists():
-        unavailable(f"shared data missing: {path}")
+        _missing(f"shared data missing: {path}")
     return path
+
+
+def need(module: str):
+    """An optional module (torch, ray), imported; skip with the command that installs it (fail under CI)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        _missing(f"{module} is not installed: {ENABLE[module]}")
+
+
+def need_tool(tool: str) -> None:
+    """A program on PATH (Xvfb, xdotool); skip with the command that installs it (fail under CI)."""
+    if shutil.which(tool) is None:
+        _missing(f"{tool} is not installed: {ENABLE[tool]}")
 
 
 def jsonl_frames(path) -> list[dict]:

@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
-from conftest import MIRRORS, SHARED, read_frames, shared_path, unavailable
+from conftest import MIRRORS, SHARED, need, read_frames, shared_path
 from pipeline import paths, pickled, runtime, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.evaluate import common, datasets, headpose
@@ -26,11 +26,7 @@ DEMO = "video/udacity_demo_1080p.mp4"
 
 def _torch():
     """torch, or a skip (an error under CI=true, which installs the torch extra)."""
-    try:
-        import torch
-    except ModuleNotFoundError:
-        unavailable('torch is not installed: pip install -e ".[torch]"')
-    return torch
+    return need("torch")
 
 
 class _Evil:

@@ -25,7 +25,8 @@ import numpy as np
 from pipeline import modelcache, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
-from pipeline.runner import DEFAULT_THREADS
+from pipeline.runner import DEFAULT_THREADS, check_requires
+from pipeline.stages import implementations as stage_ids, stage_class
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
@@ -95,7 +96,7 @@ def _uniform(stages: dict, tag: str) -> dict | None:
 def hand_picked() -> list[dict]:
     """What a README reader picks by hand: a named set at one precision, default runtime, sync or async."""
     out = []
-    for name in ("mediapipe", "omz"):
+    for name in zoo.sets():
         stages = set_stages(name)
         for tag in ("FP32", "FP16", "INT8"):
             prec = _uniform(stages, tag)
@@ -104,26 +105,47 @@ def hand_picked() -> list[dict]:
     return out
 
 
-def _mixes(full: bool) -> list[dict]:
-    """Per-stage implementations across the two sets (the chains that fit together)."""
-    faces = ["face-detection-short-range", "face-detection-adas-0001"] + (["face-detection-retail-0004"] if full else [])
-    chains = [("face-landmark", "mesh", "iris-landmark"),
-              ("landmarks-regression-retail-0009", "head-pose-estimation-adas-0001", "gaze-estimation-adas-0002")]
+def implementations(kind: str) -> list[str]:
+    """Every stage id that can fill a stage kind: the zoo's models of that stage, then model-free stages (mesh)."""
+    return [i for i in stage_ids() if stage_class(i).kind == kind]
+
+
+def _fits(chosen: dict) -> bool:
+    """The stages' `requires` are met (as when a pipeline is built), e.g. mesh head pose needs FaceMesh."""
+    try:
+        check_requires({k: v for k, v in chosen.items() if v != "none"})
+    except EdgegazeError:
+        return False
+    return True
+
+
+def mixes(full: bool) -> list[dict]:
+    """Per-stage implementations across the zoo's sets: small, each set's detector with each set's
+    chain (landmarks, head pose, gaze); full, every detector with every chain of the zoo's
+    implementations of those kinds. Only mixes whose stages' requirements are met."""
+    chain = ("landmarks", "head_pose", "gaze")
     if full:
-        chains.append(("face-landmark", "head-pose-estimation-adas-0001", "gaze-estimation-adas-0002"))
-    return [{"face": f, "landmarks": lm, "head_pose": hp, "gaze": gz, "eye_state": "none"}
-            for f, (lm, hp, gz) in itertools.product(faces, chains)]
+        faces = implementations("face")
+        chains = list(itertools.product(*map(implementations, chain)))
+    else:
+        faces = [s["face"] for s in zoo.sets().values()]
+        chains = [tuple(s.get(kind) or "none" for kind in chain) for s in zoo.sets().values()]
+    mixes = [{"face": f, **dict(zip(chain, c)), "eye_state": "none"}
+             for f, c in itertools.product(dict.fromkeys(faces), dict.fromkeys(chains))]
+    return [m for m in mixes if _fits(m)]
 
 
 def space(kind: str = "small") -> list[dict]:
     """Phase 1 candidates at the default runtime: the reference and the hand-picked ones, then
-    mixes of implementations x precision (every stage at FP32, FP16 or INT8/FP16-INT8)."""
+    mixes of implementations x precision (every stage at FP32, FP16 or INT8/FP16-INT8); full adds
+    each mix with every eye-state model."""
     if kind not in ("small", "full"):
         raise EdgegazeError(f"unknown search space '{kind}'; valid: small, full")
     full = kind == "full"
     out = [reference()] + hand_picked()
-    for stages in _mixes(full):
-        for st in [stages, {**stages, "eye_state": "open-closed-eye-0001"}] if full else [stages]:
+    for mix in mixes(full):
+        with_eyes = [{**mix, "eye_state": e} for e in implementations("eye_state")] if full else []
+        for st in [mix] + [m for m in with_eyes if _fits(m)]:
             for tag in ("FP32", "FP16", "INT8"):
                 prec = _uniform(st, tag)
                 if prec is not None:
