@@ -106,10 +106,11 @@ def _stages(profile: dict, pipe, params: dict, work: Path, blob_config: dict | N
         impl_id, precision = stages.split_choice(profile["stages"][kind], "FP32", kind)  # as build_pipeline read it
         tables["implementation"][kind] = stages.implementations()[impl_id]
         tables["params"][kind] = type(stage).settings({**stages.zoo_params(impl_id), **params.get(impl_id, {})})
-        if stage.compiled is None:  # a model-free stage (e.g. the head pose computed from the mesh)
+        model_id = stages.model_of(impl_id)  # the zoo model whose IR it runs (mesh+3ddfa: 3ddfa-v2-mb05)
+        if model_id is None:  # a model-free stage (e.g. the head pose computed from the mesh)
             continue
-        xml = runtime.ir_file(impl_id, precision)
-        folder = work / "models" / impl_id / precision
+        xml = runtime.ir_file(model_id, precision)
+        folder = work / "models" / model_id / precision
         folder.mkdir(parents=True)
         for src in (xml, xml.with_suffix(".bin")):
             shutil.copyfile(src, folder / src.name)
@@ -117,19 +118,19 @@ def _stages(profile: dict, pipe, params: dict, work: Path, blob_config: dict | N
         if blob_config:
             blob = runtime.export_compiled(xml, work / "blobs" / f"{kind}.blob", **blob_config)
             tables["blobs"][kind] = blob.relative_to(work).as_posix()
-        models.append(_model_entry(kind, impl_id, precision, tables["ir"][kind]))
+        models.append(_model_entry(kind, model_id, precision, tables["ir"][kind]))
     return tables, models
 
 
-def _model_entry(kind: str, impl_id: str, precision: str, ir: str) -> dict:
+def _model_entry(kind: str, model_id: str, precision: str, ir: str) -> dict:
     """What the manifest says of one model: where it came from and under which license."""
-    spec = zoo.get(impl_id)
+    spec = zoo.get(model_id)
     # converted from: its own files (a published FP16-INT8), else the source (FP32/FP16, and INT8 or pruned made from it)
     source = spec.files_for(precision) or spec.files_for(spec.source_precision)
-    return {"stage": kind, "id": impl_id, "precision": precision, "ir": ir, "description": spec.description,
+    return {"stage": kind, "id": model_id, "precision": precision, "ir": ir, "description": spec.description,
             "license": spec.license, "format": spec.format,
             "source": [{"file": f.name, "sha256": f.sha256, "from": _origin(f)} for f in source],
-            "provenance": convert.provenance_of(impl_id, precision) or {}}
+            "provenance": convert.provenance_of(model_id, precision) or {}}
 
 
 def _origin(f: zoo.ModelFile) -> str:
@@ -141,10 +142,9 @@ def _origin(f: zoo.ModelFile) -> str:
 def _runtime_settings(profile: dict) -> dict:
     """The profile's [runtime], every setting spelled out: a later edgegaze with other defaults runs
     the bundle the same."""
-    kw = profiles.pipeline_kwargs(profile)
-    settings = {k: kw[k] for k in ("tracking", "redetect_every", "async_mode")}
-    settings["threads"] = DEFAULT_THREADS if kw["threads"] is None else kw["threads"]
-    return settings
+    options = profiles.with_profile(profiles.PipelineOptions(), profile)[0]
+    return {"tracking": options.tracking, "redetect_every": options.redetect_every, "async_mode": options.async_mode,
+            "threads": DEFAULT_THREADS if options.threads is None else options.threads}
 
 
 def _manifest(profile: dict, models: list[dict], blobs: bool, calibration: bool) -> dict:

@@ -2,8 +2,9 @@
 model's `implementation` in models/zoo.toml. Model-free stages (no zoo entry) are declared here.
 
 `build(impl, precision)` makes a stage from a zoo model id (or "mesh", the model-free head pose
-computed from the FaceMesh geometry), with its parameters: the zoo's `[models.params]` under any
-given ones (`--param`, see pipeline.stages.params).
+computed from the FaceMesh geometry, or "mesh+3ddfa", which runs a zoo model with a class of its
+own), with its parameters: the zoo's `[models.params]` under any given ones (`--param`, see
+pipeline.stages.params).
 """
 
 from __future__ import annotations
@@ -15,14 +16,24 @@ from pipeline import runtime, zoo
 from pipeline.errors import EdgegazeError
 
 MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose"}
+# Stages with a class of their own that run a zoo model's IR: stage id -> (class, zoo model id)
+ON_MODEL = {"mesh+3ddfa": ("fused_pose:FusedHeadPose", "3ddfa-v2-mb05")}
 # A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
 # tag such as CH20, all upper case on disk (prune upper-cases its --tag, as run does --precision)
 TAG = re.compile(r"[A-Z0-9][A-Z0-9_-]*")
 
 
 def implementations() -> dict[str, str]:
-    """Every stage id (zoo model ids, then the model-free stages) -> "<module>:<class>"."""
-    return {**{m.id: m.implementation for m in zoo.models().values()}, **MODEL_FREE}
+    """Every stage id (zoo model ids, then the stages declared here) -> "<module>:<class>"."""
+    return {**{m.id: m.implementation for m in zoo.models().values()}, **MODEL_FREE,
+            **{i: cls for i, (cls, _) in ON_MODEL.items()}}
+
+
+def model_of(impl: str) -> str | None:
+    """The zoo model whose IR a stage id runs (None for a model-free stage)."""
+    if impl in MODEL_FREE:
+        return None
+    return ON_MODEL[impl][1] if impl in ON_MODEL else impl
 
 
 def split_choice(choice: str, precision: str, flag: str = "stage") -> tuple[str, str]:
@@ -56,8 +67,8 @@ def load_class(implementation: str, owner: str = "stage"):
 
 
 def zoo_params(impl: str) -> dict:
-    """The zoo's parameters for a model ({} for a model-free stage)."""
-    return {} if impl in MODEL_FREE else dict(zoo.get(impl).params)
+    """The zoo's parameters for a model ({} for a stage id that is not a zoo model)."""
+    return dict(zoo.get(impl).params) if model_of(impl) == impl else {}
 
 
 def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None, **runtime_kw):
@@ -66,5 +77,6 @@ def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict 
     cls = stage_class(impl)
     settings = {**zoo_params(impl), **(params or {})}
     cls.settings(settings)  # a bad parameter fails before the compile
-    compiled = None if impl in MODEL_FREE else runtime.load(impl, precision, device, **runtime_kw)
+    model = model_of(impl)
+    compiled = None if model is None else runtime.load(model, precision, device, **runtime_kw)
     return cls(compiled, **settings)
