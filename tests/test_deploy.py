@@ -140,3 +140,18 @@ def test_deploy_replaces_a_bundle_whole_and_lists_only_what_the_profile_uses(zoo
                                                      "gaze-estimation-adas-0002"}
     assert all(m["license"] and m["source"] for m in manifest["models"]) and manifest["blobs"] is None
     assert "edgegaze run --bundle b" in (tmp_path / "b" / "README.md").read_text()
+
+
+def test_a_stage_running_another_models_ir_travels_and_runs_without_the_zoo(zoo_ready, tmp_path, monkeypatch):
+    """mesh+3ddfa is a stage id with a class of its own that runs 3ddfa-v2-mb05's IR (stages.ON_MODEL)."""
+    profile, video = mixed_profile(tmp_path / "profile.toml"), str(shared_path(VIDEO))
+    profile.write_text(profile.read_text().replace('head_pose = "mesh"', 'head_pose = "mesh+3ddfa@FP32"'))
+    args = ["--input", video, "--max-frames", "10"]
+    assert main(["run", "--profile", str(profile), *args, "--json", str(tmp_path / "p.jsonl")]) == 0
+    assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "models" / "3ddfa-v2-mb05" / "FP32" / "3ddfa-v2-mb05.xml").is_file()
+    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))  # no manifest from here on
+    monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path / "empty-home"))
+    assert main(["run", "--bundle", str(tmp_path / "b"), *args, "--json", str(tmp_path / "b.jsonl")]) == 0
+    frames = jsonl_frames(tmp_path / "b.jsonl")
+    assert frames == jsonl_frames(tmp_path / "p.jsonl") and all(f["faces"][0]["head_pose"] for f in frames)
