@@ -60,3 +60,11 @@ def add_param_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", dest="params", action="append", metavar="STAGE.KEY=VALUE",
                    help="a stage parameter, STAGE a zoo id or mesh, e.g. face-detection-short-range.score_threshold=0.7 "
                         "(repeatable; `edgegaze models show ID` lists them)")
+
+
+def add_profile_options(p: argparse.ArgumentParser, what: str, required: bool = False) -> None:
+    """--profile FILE or --bundle DIR_OR_ARCHIVE (a profile loads from either: pipeline.profile.load)."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--profile", help=f"deployment profile TOML (edgegaze optimize pipeline): {what}")
+    g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE",
+                   help="a bundle from `edgegaze deploy` (folder or .tar.gz): its profile and models, checked first")

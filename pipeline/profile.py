@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pipeline import bundle
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write
 
@@ -56,13 +57,23 @@ def _toml_value(v) -> str:
     return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _lines(table: dict, prefix: str = "") -> list[str]:
+    """`key = value` lines; a dict value as dotted keys (a bundle's `face.score_threshold = 0.5`)."""
+    out = []
+    for k, v in table.items():
+        if isinstance(v, dict):
+            out += _lines(v, f"{prefix}{k}.")
+        elif v is not None:
+            out.append(f"{prefix}{k} = {_toml_value(v)}")
+    return out
+
+
 def dumps(profile: dict) -> str:
-    """TOML for a dict of scalars and one level of tables (all a profile holds); None is left out."""
-    lines = [f"{k} = {_toml_value(v)}" for k, v in profile.items() if not isinstance(v, dict) and v is not None]
+    """TOML for a dict of scalars and tables (all a profile holds); None is left out."""
+    lines = _lines({k: v for k, v in profile.items() if not isinstance(v, dict)})
     for name, table in profile.items():
         if isinstance(table, dict):
-            lines += ["", f"[{name}]"]
-            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None]
+            lines += ["", f"[{name}]", *_lines(table)]
     return "\n".join(lines) + "\n"
 
 
@@ -79,10 +90,31 @@ def write(path: str | Path, profile: dict) -> Path:
 
 
 def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)) -> dict:
-    """Read and check a profile; warn (one line) when it was measured on another CPU."""
+    """Read and check a profile, or a bundle's (`edgegaze deploy`: its folder, archive or profile.toml,
+    every file checked first); warn (one line) when it was measured on another CPU."""
+    opened = bundle.open_bundle(path, machine, warn)
+    if opened is not None:  # its stages are checked against its own classes (from_plans), not the zoo's
+        profile = _read(opened.profile, zoo_stages=False)
+        profile["plans"] = _plans(profile, opened)
+        if opened.calibration:
+            profile["calibration"] = str(opened.calibration)
+        return profile
     path = Path(path)
+    profile = _read(path)
+    if any(table in profile for table in (*BUNDLE_TABLES, "plans")):  # "plans": what load() adds for a bundle
+        raise EdgegazeError(f"profile {path} names the files of a bundle ([{'], ['.join(BUNDLE_TABLES)}]) but is not "
+                            f"in one (no {bundle.MANIFEST} beside it); give the bundle, or remake it with `edgegaze deploy`")
+    made_on = profile.get("machine", {}).get("cpu")
+    if made_on and made_on != cpu_model():
+        warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
+             "its figures may not hold here")
+    return profile
+
+
+def _read(path: Path, zoo_stages: bool = True) -> dict:
     if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`
-        raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'}")
+        raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'} "
+                            f"(or a bundle: a folder with {bundle.MANIFEST})")
     if not path.is_file():
         raise EdgegazeError(f"profile {path} not found; make one with `edgegaze optimize pipeline --out DIR`")
     try:
@@ -91,14 +123,33 @@ def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(li
         raise EdgegazeError(f"profile {path} is not valid TOML ({e}); remake it with `edgegaze optimize pipeline`") from None
     if profile.get("version") != VERSION or not isinstance(profile.get("stages"), dict) or "face" not in profile["stages"]:
         raise EdgegazeError(f"profile {path} is not an edgegaze deployment profile version {VERSION} (needs [stages] face = ...)")
-    problem = _problem(profile) or stage_problem(profile["stages"])
+    problem = _problem(profile) or (stage_problem(profile["stages"]) if zoo_stages else None)
     if problem:
         raise EdgegazeError(f"profile {path}: {problem}; fix it or remake it with `edgegaze optimize pipeline`")
-    made_on = profile.get("machine", {}).get("cpu")
-    if made_on and made_on != cpu_model():
-        warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
-             "its figures may not hold here")
     return profile
+
+
+# A bundle's profile also says, per stage kind, what runs it: the stage class, its parameters, the
+# IR (relative to the bundle) and the IR's compiled blob for the CPU the bundle was made on.
+BUNDLE_TABLES = ("implementation", "params", "ir", "blobs")
+
+
+def _plans(profile: dict, opened) -> dict:
+    """Stage kind -> runner.StagePlan of a bundle's profile (absolute paths; blobs only where usable)."""
+    from pipeline.runner import StagePlan
+
+    tables = {t: profile.get(t, {}) for t in BUNDLE_TABLES}
+    plans = {}
+    for kind, choice in profile["stages"].items():
+        if choice == "none":
+            continue
+        if not isinstance(tables["implementation"].get(kind), str):
+            raise EdgegazeError(f"bundle {opened.root}: its profile has no [implementation] {kind}; {bundle.REMAKE}")
+        ir, blob = tables["ir"].get(kind), tables["blobs"].get(kind) if opened.blobs else None
+        plans[kind] = StagePlan(choice.partition("@")[0], tables["implementation"][kind],
+                                dict(tables["params"].get(kind, {})), opened.root / ir if ir else None,
+                                opened.root / blob if blob else None)
+    return plans
 
 
 # [runtime] key -> (type, least value, what it must be); a missing key takes the edgegaze default
@@ -171,12 +222,22 @@ class PipelineOptions:
     hint: str = "LATENCY"
     max_faces: int = 1
     params: list[str] | dict | None = None  # ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}}
+    # a bundle's stages (kind -> runner.StagePlan: class, parameters, IR), built without the zoo
+    plans: dict | None = None
 
     def build(self, **kw):
         """The pipeline (runner.Pipeline); kw: other Pipeline.from_set arguments, e.g. prepare=False."""
         from pipeline.runner import Pipeline
 
-        return Pipeline.from_set(**{**vars(self), **kw})
+        options = {**vars(self), **kw}
+        plans = options.pop("plans")
+        if plans is None:
+            return Pipeline.from_set(**options)
+        # a bundle: the set, precision and stage choices are its profile's, already in the plans
+        names = {kind: options[kind] for kind in plans}
+        for key in ("models", "precision", "prepare", *KINDS):
+            options.pop(key, None)
+        return Pipeline.from_plans(plans, names=names, **options)
 
 
 def with_profile(options: PipelineOptions, profile: dict) -> tuple[PipelineOptions, list[str]]:
@@ -187,12 +248,14 @@ def with_profile(options: PipelineOptions, profile: dict) -> tuple[PipelineOptio
     sets = {"models": "mediapipe", "precision": "FP32",  # every stage names its own model and precision
             **{kind: profile["stages"][kind] for kind in KINDS},
             "tracking": bool(runtime.get("tracking", True)), "redetect_every": int(runtime.get("redetect_every", 30)),
-            "async_mode": bool(runtime.get("async_mode", False)), "threads": runtime.get("threads")}
+            "async_mode": bool(runtime.get("async_mode", False)), "threads": runtime.get("threads"),
+            "plans": profile.get("plans")}
     default = PipelineOptions()
     replaced = [name for name in sets if getattr(options, name) != getattr(default, name)]
     return replace(options, **sets), replaced
 
 
 def build_pipeline(profile: dict, device: str = "CPU", **kw):
-    """A profile's pipeline; kw: other options (max_faces, params, ...) or Pipeline.from_set arguments."""
+    """A profile's pipeline (a bundle's from its own files); kw: other options (max_faces, params, ...)
+    or Pipeline.from_set arguments."""
     return with_profile(PipelineOptions(device=device), profile)[0].build(**kw)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Iterator
 
 import cv2
 import numpy as np
 
-from pipeline import convert, stages, zoo
+from pipeline import convert, runtime, stages, zoo
 from pipeline.boxes import iou
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
@@ -56,6 +57,22 @@ class FrameResult:
     image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing
 
 
+@dataclass(frozen=True)
+class StagePlan:
+    """One stage as a bundle carries it, built without the zoo or the model folder."""
+
+    id: str  # the model id (or model-free stage) that --param and reports name
+    implementation: str  # the stage class, "<module>:<class>" of pipeline/stages
+    params: dict  # every parameter of that class
+    ir: Path | None = None  # the IR it runs; None: a model-free stage
+    # the IR compiled for this CPU model and OpenVINO build at the LATENCY hint (see BLOB_HINT)
+    blob: Path | None = None
+
+
+# Blobs are made at the hint a bundle runs at by default; another hint or device compiles the IR.
+BLOB_DEVICE, BLOB_HINT = "CPU", "LATENCY"
+
+
 def _flag(kind: str) -> str:
     return "--" + kind.replace("_", "-")
 
@@ -66,21 +83,38 @@ def _offer(kind: str) -> list[str]:
         [i for i in (*stages.MODEL_FREE, *stages.ON_MODEL) if stages.stage_class(i).kind == kind]
 
 
-def check_requires(chosen: dict[str, str]) -> None:
+def check_requires(chosen: dict[str, str], classes: dict | None = None) -> None:
     """Every stage id does the kind of stage it was chosen for, and every stage's `requires` (stage
-    kind -> implementation or any) is met by `chosen` (kind -> id)."""
-    for kind, impl in chosen.items():  # unknown ids fail here with the valid list
-        if stages.stage_class(impl).kind != kind:  # ran until the first frame, then crashed the interpreter
-            raise EdgegazeError(f"{_flag(kind)} {impl}: {impl} is a {stages.stage_class(impl).kind.replace('_', '-')} "
+    kind -> implementation or any) is met by `chosen` (kind -> id). `classes` (kind -> stage class):
+    the classes that run them where they do not come from the zoo (a bundle)."""
+    if "face" not in chosen:
+        raise EdgegazeError("a pipeline needs a face detector (--face)")
+    classes = classes or {kind: stages.stage_class(impl) for kind, impl in chosen.items()}  # unknown ids fail here
+    for kind, impl in chosen.items():
+        if classes[kind].kind != kind:  # ran until the first frame, then crashed the interpreter
+            raise EdgegazeError(f"{_flag(kind)} {impl}: {impl} is a {classes[kind].kind.replace('_', '-')} "
                                 f"stage; {_flag(kind)} takes {' or '.join(_offer(kind))}")
     for kind, impl in chosen.items():
-        for need, want in stages.stage_class(impl).requires.items():
+        for need, want in classes[kind].requires.items():
             if chosen.get(need) and want in (None, chosen[need]):
                 continue
             if want:
                 raise EdgegazeError(f"{_flag(kind)} {impl} needs {_flag(need)} {want}")
             raise EdgegazeError(f"{_flag(kind)} {impl} needs a {need.replace('_', '-')} stage; add "
                                 f"{_flag(need)} {' or '.join(_offer(need))}")
+    if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
+        raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
+
+
+def check_params(params: list[str] | dict | None, ids, classes: dict | None = None) -> dict:
+    """--param items (or {ID: {KEY: value}}) as a dict, each naming a stage id of this pipeline
+    (`classes`, ID -> stage class, where they do not come from the zoo)."""
+    params = params if isinstance(params, dict) else stage_params.parse(params, classes)
+    for impl in params:
+        if impl not in ids:
+            raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
+                                f"(its stages: {', '.join(ids)})")
+    return params
 
 
 def _timed(ms: dict, kind: str, fn, *args):
@@ -126,18 +160,10 @@ class Pipeline:
             if impl:
                 chosen[kind] = impl
         chosen = {k: v for k, v in chosen.items() if k in zoo.STAGES and v and v != "none"}
-        if "face" not in chosen:
-            raise EdgegazeError("a pipeline needs a face detector (--face)")
         # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH20
         split = {kind: stages.split_choice(impl, precision, _flag(kind)) for kind, impl in chosen.items()}
         check_requires({kind: impl for kind, (impl, _) in split.items()})
-        if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
-            raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
-        params = params if isinstance(params, dict) else stage_params.parse(params)
-        for impl in params:
-            if impl not in {i for i, _ in split.values()}:
-                raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
-                                    f"(its stages: {', '.join(i for i, _ in split.values())})")
+        params = check_params(params, [i for i, _ in split.values()])
         built = {}
         for kind, (impl, own) in split.items():
             if prepare and stages.model_of(impl):
@@ -146,6 +172,34 @@ class Pipeline:
                                        threads=DEFAULT_THREADS if threads is None else threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)
+
+    @classmethod
+    def from_plans(cls, plans: dict[str, StagePlan], device: str = "CPU", *, hint: str = "LATENCY",
+                   threads: int | None = None, params: list[str] | dict | None = None, **kw) -> "Pipeline":
+        """Build a pipeline from explicit stages (kind -> StagePlan, a bundle's): no zoo manifest, no
+        model folder. params: --param items over each plan's own, by stage id."""
+        classes = {kind: stages.load_class(p.implementation, f"{kind} stage {p.id}") for kind, p in plans.items()}
+        check_requires({kind: p.id for kind, p in plans.items()}, classes)
+        params = check_params(params, [p.id for p in plans.values()], {p.id: classes[k] for k, p in plans.items()})
+        config = dict(hint=hint, threads=DEFAULT_THREADS if threads is None else threads)
+        built = {}
+        for kind, plan in plans.items():
+            settings = classes[kind].settings({**plan.params, **params.get(plan.id, {})})  # before the compile
+            if plan.ir is None:
+                compiled = None
+            elif plan.blob is not None and (device.upper(), hint.upper()) == (BLOB_DEVICE, BLOB_HINT):
+                compiled = runtime.import_compiled(plan.blob, device, **config)
+            else:
+                compiled = runtime.compile_model(plan.ir, device, **config)
+            built[kind] = classes[kind](compiled, **settings)
+        kw.setdefault("names", {kind: p.id for kind, p in plans.items()})
+        return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
+                   built.get("eye_state"), **kw)
+
+    def by_kind(self) -> dict:
+        """Stage kind -> stage object, for the stages this pipeline runs."""
+        found = {"face": self.detector, "landmarks": self.landmarks, **self.back}
+        return {k: s for k, s in found.items() if s is not None}
 
     def reset(self) -> None:
         """Forget tracked faces (call between unrelated inputs)."""

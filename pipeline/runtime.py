@@ -90,6 +90,28 @@ def _compile_cached(xml: Path, device: str, cfg: dict) -> ov.CompiledModel:
     return compiled
 
 
+def import_compiled(blob: Path, device: str = "CPU", **kw) -> ov.CompiledModel:
+    """A compiled model exported by export_compiled (a bundle's), imported instead of compiled.
+    Only for the CPU model and OpenVINO build it was made on (the caller checks); `kw` as
+    compile_model's, the configuration it was made with."""
+    check_device(device)
+    try:
+        return core().import_model(blob.read_bytes(), device.upper(), config(**kw))
+    except (OSError, RuntimeError) as e:
+        raise EdgegazeError(f"OpenVINO cannot import the compiled blob {blob}: {_first_line(e)}") from None
+
+
+def export_compiled(ir: Path, path: Path, device: str = "CPU", **kw) -> Path:
+    """Compile the IR `ir` (`kw` as compile_model's) and write its blob for import_compiled, atomically.
+    Compiled from the IR itself, never imported from the blob cache: in OpenVINO 2026.4 a model that
+    was imported (from a blob, or its own cache_dir) exports a blob that import_model cannot read."""
+    with modelcache.reading(ir):
+        model = core().read_model(str(ir))
+    stream = io.BytesIO()
+    compile_model(model, device, **kw).export_model(stream)
+    return paths.atomic_write(path, stream.getvalue())
+
+
 def copy_outputs(request: ov.InferRequest) -> list[np.ndarray]:
     """Copies of a finished request's outputs, in output order: the request reuses its buffers on
     the next inference."""

@@ -68,6 +68,29 @@ def jsonl_frames(path) -> list[dict]:
     return [strip(json.loads(line)) for line in open(path)]
 
 
+# A profile as `optimize pipeline` writes one, mixing sets and precisions, with a model-free stage
+# (the mesh head pose) and every stage kind.
+MIXED_PROFILE = """version = 1
+name = "mixed"
+
+[stages]
+face = "face-detection-short-range@FP16"
+landmarks = "face-landmark@FP32"
+head_pose = "mesh"
+gaze = "gaze-estimation-adas-0002@FP16"
+eye_state = "open-closed-eye-0001@FP32"
+
+[runtime]
+tracking = true
+redetect_every = 15
+"""
+
+
+def mixed_profile(path: Path) -> Path:
+    path.write_text(MIXED_PROFILE)
+    return path
+
+
 def read_frames(rel: str, indices) -> list:
     """Decode the given frame indices of a shared video (BGR)."""
     from pipeline.sources import read_frames as read_at

@@ -36,6 +36,8 @@ CASES = {
     "bench_int8.py": (["--model", "iris-landmark", "--seconds", "0.05", "--out", "out"], "out/bench_int8.json"),
     "bench_soak.py": (["--frames", "40", "--sample", "5", "--out", "out"], "out/soak.json"),
     "bench_headpose.py": (["--step", "400", "--out", "out"], "out"),
+    # the two fresh installs need PyPI (or pip's cache) and minutes: not here
+    "bench_deploy.py": (["--no-sizes", "--repeats", "1", "--frames", "5", "--out", "out"], "out/bench_deploy.json"),
     # ~50 s: it starts a local Ray for the search and the batch runs
     "bench_optimize_pipeline.py": (["--max-frames", "5", "--batch-frames", "5", "--repeats", "1", "--out", "out"],
                                    "out/bench_optimize_pipeline.json"),

@@ -130,6 +130,22 @@ def test_batch_equals_run_reports_failures_and_skips_finished(ray_session, tmp_p
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")} == mtimes
 
 
+def test_batch_takes_a_bundle_and_writes_what_run_does(ray_session, tmp_path):
+    """The Ray tasks get the bundle's pipeline (its own IR and blobs), not the zoo's."""
+    from conftest import mixed_profile
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    os.symlink(shared_path(VIDEO), videos / shared_path(VIDEO).name)
+    assert main(["deploy", "--profile", str(mixed_profile(tmp_path / "p.toml")), "--out", str(tmp_path / "edge.tar.gz")]) == 0
+    out, single = tmp_path / "out", tmp_path / "single.jsonl"
+    assert main(["batch", "--input", str(videos), "--bundle", str(tmp_path / "edge.tar.gz"), "--out", str(out),
+                 "--max-frames", "6"]) == 0
+    assert main(["run", "--input", str(shared_path(VIDEO)), "--profile", str(tmp_path / "p.toml"), "--json", str(single),
+                 "--max-frames", "6"]) == 0
+    assert jsonl_frames(out / (shared_path(VIDEO).stem + ".jsonl")) == jsonl_frames(single)
+
+
 def test_a_file_that_is_not_a_video_fails_at_once_in_batch(tmp_path):
     """It raised in the Ray task: retried twice (failing the same way) with Ray's traceback printed each time."""
     from pipeline.batch import process_video

@@ -2,7 +2,8 @@
 the CPU; fetch and convert the models, quantize or prune them, measure them, and drive the mouse.
 
 The `edgegaze` command is a thin shell that parses arguments and calls one library function; each
-module here adds its subcommands (models.py, run.py, optimize.py, evaluate.py) and handles them.
+module here adds its subcommands (models.py, run.py, deploy.py, optimize.py, evaluate.py) and
+handles them.
 A user mistake (EdgegazeError or a bad argument) prints one line and exits 2; Ctrl-C exits 130.
 """
 
@@ -15,6 +16,7 @@ import re
 import signal
 import sys
 
+from pipeline import extras
 from pipeline.errors import EdgegazeError
 
 
@@ -56,12 +58,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     from pipeline import __version__
-    from pipeline.cli import evaluate, models, optimize, run
+    from pipeline.cli import deploy, evaluate, models, optimize, run
 
     parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (models, run, optimize, evaluate):
+    for module in (models, run, deploy, optimize, evaluate):
         module.add(sub)
     return parser
 
@@ -79,9 +81,16 @@ def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
     try:  # building the parser imports numpy and the mouse options: a Ctrl-C may land there too
         _forked_children_ignore_ctrl_c()
         args = build_parser(prog).parse_args(argv)
+        extras.check(" ".join(filter(None, (args.command, getattr(args, "action", None)))))
         return args.func(args) or 0
     except EdgegazeError as e:
         print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # an optional module imported where no command check foresaw it
+        if not extras.for_module(e.name):
+            raise
+        print(f"edgegaze: error: this needs {e.name}, which this install lacks; install it with: "
+              f"{extras.install_hint([extras.for_module(e.name)])}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("edgegaze: interrupted", file=sys.stderr)

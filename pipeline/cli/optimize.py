@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.arguments import add_param_option, int_at_least, number
+from pipeline.arguments import add_param_option, add_profile_options, int_at_least, number
 from pipeline.cli.models import _add_selection, _selected_set
 
 
@@ -125,7 +125,7 @@ def _add_search_batch(sub, optimize) -> None:
     p.set_defaults(func=_optimize_pipeline)
     p = sub.add_parser("batch", help="a deployment profile over many videos on Ray: one JSON Lines file per video")
     p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
-    p.add_argument("--profile", required=True, help="profile.toml from `edgegaze optimize pipeline`")
+    add_profile_options(p, "the pipeline run on every video", required=True)
     p.add_argument("--out", required=True, help="folder for <video>.jsonl, <video>.source.json and summary.json; videos "
                    "finished from the same file with the same profile are skipped")
     p.add_argument("--force", action="store_true", help="redo videos whose output came from another file, profile or "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.arguments import add_param_option, add_stage_options, int_at_least, number, stage_overrides
+from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 
 
 def add(sub) -> None:
@@ -103,7 +103,7 @@ def _add_run(sub) -> None:
     p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
     p.add_argument("--show", action="store_true", help="live window (needs a display)")
     p.add_argument("--redetect-every", type=int_at_least(1), default=30, help="with tracking: run the detector every N frames")
-    p.add_argument("--profile", help="deployment profile TOML (edgegaze optimize pipeline); replaces the model and runtime options")
+    add_profile_options(p, "replaces the model and runtime options")
     add_param_option(p)
     p.set_defaults(func=_run)
 
@@ -115,7 +115,7 @@ def _add_report(sub) -> None:
     p.add_argument("--frames", type=int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")
     p.add_argument("--cpu-tdp", type=number(above=0), help="CPU TDP in W for the estimated-cpu-time energy (split over logical cores)")
     p.add_argument("--out", required=True, help="folder for report.json, report.md and PNG plots")
-    p.add_argument("--profile", help="deployment profile TOML: its stage models at their precisions and its pipeline")
+    add_profile_options(p, "its stage models at their precisions and its pipeline")
     add_param_option(p)
     p.set_defaults(func=_report)
 

@@ -62,7 +62,7 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(models, precision, device, profile: str | None = None, params: list[str] | None = None,
+def _pipeline(models, precision, device, profile: str | dict | None = None, params: list[str] | None = None,
               stages: dict | None = None):
     from pipeline import runtime
     from pipeline.runner import Pipeline
@@ -72,7 +72,8 @@ def _pipeline(models, precision, device, profile: str | None = None, params: lis
     if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision/--gaze ...
         from pipeline import profile as profiles
 
-        return profiles.build_pipeline(profiles.load(profile), device, max_faces=1, params=params)
+        loaded = profile if isinstance(profile, dict) else profiles.load(profile)
+        return profiles.build_pipeline(loaded, device, max_faces=1, params=params)
     return Pipeline.from_set(models, precision.upper(), device, max_faces=1, params=params, **(stages or {}))
 
 
@@ -182,8 +183,9 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
         cal.ScreenGeometry.load(o.screen_json)
     backend = open_backend(o.dry_run, o.screen_size)
-    calib, calib_path = _saved_calibration(o, backend.screen, log)  # fails before any model is compiled
-    pipeline = _pipeline(o.models, o.precision, o.device, o.profile, o.params, o.stages)
+    profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
+    calib, calib_path = _saved_calibration(o, backend.screen, log, profile.get("calibration"))  # before any compile
+    pipeline = _pipeline(o.models, o.precision, o.device, profile or None, o.params, o.stages)
     if closed_eyes_source(pipeline) is None:  # a blink click or the eyes-closed pause would never fire
         if o.clicks.blink:
             raise EdgegazeError("--blink needs a stage that sees closed eyes, and this pipeline has none: "
@@ -207,15 +209,23 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     return _drive(o, pipeline, source, controller, log)
 
 
-def _saved_calibration(o: MouseOptions, screen, log) -> tuple[cal.Calibration | None, Path | None]:
-    """Gaze mode: the saved calibration (unless --recalibrate) and where it lives; without one, a
-    live calibration needs a display."""
+def _load_profile(path: str | None) -> dict:
+    from pipeline import profile as profiles
+
+    return profiles.load(path) if path else {}
+
+
+def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None) -> tuple[cal.Calibration | None, Path | None]:
+    """Gaze mode: the saved calibration (unless --recalibrate) and where a new one is saved;
+    without one, a live calibration needs a display. --calibration FILE comes first, then the one a
+    bundle carries (`bundled`), then the user's own for this screen."""
     if o.mode != "gaze":
         return None, None
     calib_path = Path(o.calibration) if o.calibration else cal.default_path(screen.width, screen.height, o.user)
-    if not o.recalibrate and calib_path.exists():
-        calib = cal.Calibration.load(calib_path, screen.width, screen.height)
-        log(f"calibration {calib_path}: {cal.visual_angle_summary(calib)}")
+    saved = Path(bundled) if bundled and not o.calibration else calib_path
+    if not o.recalibrate and saved.exists():
+        calib = cal.Calibration.load(saved, screen.width, screen.height)
+        log(f"calibration {saved}: {cal.visual_angle_summary(calib)}")
         return calib, calib_path
     if not ui.has_display():
         raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "

@@ -11,7 +11,6 @@ speed (units 1/px here, since we filter screen pixels): higher = less lag on fas
 from __future__ import annotations
 
 import numpy as np
-from OneEuroFilter import OneEuroFilter
 
 
 class PointFilter:
@@ -23,6 +22,8 @@ class PointFilter:
         self.reset()
 
     def reset(self) -> None:
+        from OneEuroFilter import OneEuroFilter  # the [mouse] extra: `import pipeline.control` works without it
+
         self._axes = [OneEuroFilter(**self.params) for _ in range(2)]
         self._t0: float | None = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from pipeline.arguments import add_param_option, add_stage_options, int_at_least, number, stage_overrides
+from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
@@ -83,7 +83,7 @@ def add_mouse_arguments(p) -> None:
                    help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
     p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
-    p.add_argument("--profile", help="deployment profile TOML from `edgegaze optimize pipeline` (replaces --models/--precision)")
+    add_profile_options(p, "replaces --models/--precision")
     p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
     add_stage_options(p)
     add_param_option(p)

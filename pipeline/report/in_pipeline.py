@@ -20,12 +20,6 @@ def _from_profile(profile: dict, params=None):
     return profiles.build_pipeline(profile, async_mode=False, params=params)  # frames are timed one by one here
 
 
-def _stages(pipe) -> dict:
-    """Stage kind -> stage object, for reading each stage's cumulative model (infer) time."""
-    found = {"face": pipe.detector, "landmarks": pipe.landmarks, **pipe.back}
-    return {k: s for k, s in found.items() if s is not None}
-
-
 def _split(totals: list[float], infer: list[float], frames: int) -> dict:
     """Mean ms per frame of one stage: all of it, inside OpenVINO's infer, and the rest (Python:
     crops and warps, postprocess, output copies). Means, not percentiles, so model + other = total."""
@@ -55,7 +49,7 @@ def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | No
     pipe.process(images[0], 0)  # warm-up: first inference allocates
     pipe.reset()  # the timed frames start from detection, as a real run does
     per_stage: dict[str, list[float]] = {}
-    staged = _stages(pipe)
+    staged = pipe.by_kind()
     infer_ms: dict[str, list[float]] = {k: [] for k in staged}
     frame_ms, faces = [], 0
     if meter is not None and meter.available:

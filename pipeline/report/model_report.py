@@ -60,21 +60,26 @@ def read_frames(path: str | Path, n: int) -> list:
     return frames * n if len(frames) == 1 else frames
 
 
-def profile_plan(profile: dict) -> tuple[list[tuple[str, str, str]], list[dict], list[str]]:
-    """plan() for a deployment profile: each stage's model at the precision the profile gives it."""
+def profile_plan(profile: dict) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
+    """plan() for a deployment profile: each stage's model at the precision the profile gives it
+    (a bundle's: its own IR, no zoo)."""
     items, notes = [], []
     for stage, impl in profile["stages"].items():
         model_id, precision = stages.split_choice(impl, "FP32", stage)  # the tag as `run` reads it
-        if model_id in zoo.models():
-            runtime.ir_file(model_id, precision)  # raises with the command that makes it
-            items.append((stage, model_id, precision))
+        ir = None
+        if "plans" in profile:  # a bundle's own IR (None: a model-free stage)
+            ir = profile["plans"][stage].ir if stage in profile["plans"] else None
+        elif model_id in zoo.models():
+            ir = runtime.ir_file(model_id, precision)  # raises with the command that makes it
+        if ir is not None:
+            items.append((stage, model_id, precision, ir))
         elif model_id != "none":
             notes.append(f"{stage}: computed by '{model_id}', no model to measure")
     return items, [], notes
 
 
-def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, str]], list[dict], list[str]]:
-    """(stage, model id, precision) to measure; (model, precision) skipped and why; notes.
+def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
+    """(stage, model id, precision, IR) to measure; (model, precision) skipped and why; notes.
 
     A precision a model has but that is not converted is an error naming the command that makes it."""
     all_sets = zoo.sets()
@@ -91,8 +96,8 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
         spec = zoo.get(model_id)
         for precision in precisions:
             if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
-                runtime.ir_file(model_id, precision)  # raises with the fetch/convert command
-                items.append((stage, model_id, precision))
+                # raises with the fetch/convert command
+                items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))
             else:
                 skipped.append({"model_id": model_id, "precision": precision,
                                 "reason": f"no {precision} form (it has {', '.join(spec.precisions)})"})
@@ -118,18 +123,17 @@ def machine() -> dict:
 
 # ---- measurement ----------------------------------------------------------------------------
 
-def measure(stage: str, model_id: str, precision: str, frames: list, iterations: int,
+def measure(stage: str, model_id: str, precision: str, ir: Path, frames: list, iterations: int,
             cpu_tdp_w: float | None, rapl_root: str | Path, idle_w: float) -> dict:
-    """Every model-level figure of one model at one precision."""
-    ir = runtime.ir_file(model_id, precision)
+    """Every model-level figure of one model (its IR `ir`) at one precision."""
     counts = flops.count_ir(ir)
-    compiled = runtime.load(model_id, precision, hint="LATENCY")
+    compiled = runtime.compile_model(ir, hint="LATENCY")
     inputs = [latency.frame_inputs(compiled, f) for f in frames]
     meter = energy.Rapl(rapl_root)
     lat = latency.sync_latency(compiled, inputs, iterations, meter=meter)
-    tput_compiled = runtime.load(model_id, precision, hint="THROUGHPUT")
+    tput_compiled = runtime.compile_model(ir, hint="THROUGHPUT")
     tput = latency.throughput(tput_compiled, inputs, iterations=max(iterations, 4 * 4))
-    prof = profile.profile(runtime.load(model_id, precision, hint="LATENCY", profile=True), inputs,
+    prof = profile.profile(runtime.compile_model(ir, hint="LATENCY", profile=True), inputs,
                            iterations=min(iterations, 10))
     try:
         inference_precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
@@ -182,7 +186,7 @@ def _checked_plan(models_set: str, precisions: list[str], profile: dict | None):
                             f"choose --precision from {', '.join(have)}, or make INT8 with "
                             f"`edgegaze optimize quantize --set {models_set} --calib VIDEO`")
     if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
-        precisions = list(dict.fromkeys(precision for _, _, precision in items))
+        precisions = list(dict.fromkeys(precision for _, _, precision, _ in items))
     return items, skipped, notes, precisions
 
 
@@ -194,9 +198,9 @@ def _measure_all(items, images, iterations: int, energy_kw: dict, models_set: st
     bar = tqdm(items, desc="report", unit="model", disable=not progress)
     with stop_on_ctrl_c() as stop:
         try:
-            for stage, model_id, precision in bar:
+            for stage, model_id, precision, ir in bar:
                 bar.set_postfix_str(f"{model_id} {precision}")
-                rows.append(measure(stage, model_id, precision, images, iterations, **energy_kw))
+                rows.append(measure(stage, model_id, precision, ir, images, iterations, **energy_kw))
                 if stop.is_set():
                     break
             else:

@@ -52,11 +52,17 @@ def stage_class(impl: str):
     known = implementations()
     if impl not in known:
         raise EdgegazeError(f"unknown stage implementation '{impl}'; valid: {', '.join(known)}")
-    module, _, name = known[impl].partition(":")
+    return load_class(known[impl], f"zoo model {impl}")
+
+
+def load_class(implementation: str, owner: str = "stage"):
+    """The stage class "<module>:<class>" names (a module of pipeline/stages); `owner` says whose
+    implementation it is (a zoo model, a bundle's stage) in the error."""
+    module, _, name = implementation.partition(":")
     try:
         return getattr(import_module(f"pipeline.stages.{module}"), name)
     except (ImportError, AttributeError, ValueError):
-        raise EdgegazeError(f"zoo model {impl}: implementation '{known[impl]}' is not a class in pipeline/stages "
+        raise EdgegazeError(f"{owner}: implementation '{implementation}' is not a class in pipeline/stages "
                             "(write it as <module>:<class>, e.g. blazeface:BlazeFace)") from None
 
 

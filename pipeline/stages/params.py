@@ -14,10 +14,11 @@ from pipeline.errors import EdgegazeError
 EXAMPLE = "--param face-detection-short-range.score_threshold=0.7"
 
 
-def parse(items: list[str] | None) -> dict[str, dict]:
-    """["ID.KEY=VALUE", ...] -> {ID: {KEY: typed value}}, each checked (stage, key, type)."""
+def parse(items: list[str] | None, classes: dict | None = None) -> dict[str, dict]:
+    """["ID.KEY=VALUE", ...] -> {ID: {KEY: typed value}}, each checked (stage, key, type). `classes`
+    (ID -> stage class): the stages there are where they do not come from the zoo (a bundle)."""
     out: dict[str, dict] = {}
-    known = stages.implementations() if items else {}
+    known = (classes if classes is not None else stages.implementations()) if items else {}
     for item in items or []:
         left, eq, value = item.partition("=")
         impl, dot, key = left.strip().partition(".")
@@ -27,7 +28,8 @@ def parse(items: list[str] | None) -> dict[str, dict]:
         if impl not in known:
             raise EdgegazeError(f"--param {item}: unknown stage '{impl}'; valid: {', '.join(known)}")
         try:
-            typed = stages.stage_class(impl).settings({key: value.strip()})[key]
+            cls = classes[impl] if classes is not None else stages.stage_class(impl)
+            typed = cls.settings({key: value.strip()})[key]
         except EdgegazeError as e:
             raise EdgegazeError(f"--param {item}: {e}") from None
         out.setdefault(impl, {})[key] = typed
