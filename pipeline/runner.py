@@ -128,15 +128,16 @@ class Pipeline:
         if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
             raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
         params = params if isinstance(params, dict) else stage_params.parse(params)
+        ids = [m for i, _ in split.values() for m in dict.fromkeys([i, *stages.models_of(i)])]  # a stage's parts too
         for impl in params:
-            if impl not in {i for i, _ in split.values()}:
+            if impl not in ids:
                 raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
-                                    f"(its stages: {', '.join(i for i, _ in split.values())})")
+                                    f"(its stages: {', '.join(ids)})")
         built = {}
         for kind, (impl, own) in split.items():
-            if prepare and impl not in stages.MODEL_FREE:
-                convert.prepare(impl, own)
-            built[kind] = stages.build(impl, own, device, params=params.get(impl), hint=hint,
+            for model in stages.models_of(impl) if prepare else ():
+                convert.prepare(model, own)
+            built[kind] = stages.build(impl, own, device, params=params.get(impl), part_params=params, hint=hint,
                                        threads=DEFAULT_THREADS if threads is None else threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)

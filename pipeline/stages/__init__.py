@@ -1,9 +1,10 @@
 """Stages, one small module per implementation. Which class runs which model is zoo data: each
-model's `implementation` in models/zoo.toml. Model-free stages (no zoo entry) are declared here.
+model's `implementation` in models/zoo.toml. Stages without a zoo entry of their own are declared
+here: "mesh", the head pose computed from the FaceMesh geometry (no model), and "dual-gaze", which
+runs zoo models as its `parts` (the OMZ gaze network and the iris model, see stages/dual_gaze.py).
 
-`build(impl, precision)` makes a stage from a zoo model id (or "mesh", the model-free head pose
-computed from the FaceMesh geometry), with its parameters: the zoo's `[models.params]` under any
-given ones (`--param`, see pipeline.stages.params).
+`build(impl, precision)` makes a stage from a zoo model id or one of those, with its parameters:
+the zoo's `[models.params]` under any given ones (`--param`, see pipeline.stages.params).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from importlib import import_module
 from pipeline import runtime, zoo
 from pipeline.errors import EdgegazeError
 
-MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose"}
+MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose", "dual-gaze": "dual_gaze:DualGaze"}
 # A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
 # tag such as CH20, all upper case on disk (prune upper-cases its --tag, as run does --precision)
 TAG = re.compile(r"[A-Z0-9][A-Z0-9_-]*")
@@ -54,11 +55,23 @@ def zoo_params(impl: str) -> dict:
     return {} if impl in MODEL_FREE else dict(zoo.get(impl).params)
 
 
-def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None, **runtime_kw):
-    """A ready stage: the zoo model `impl` compiled at `precision`, or a model-free stage; `params`
+def models_of(impl: str) -> list[str]:
+    """The zoo models a stage id runs: itself, its parts, or none (a model-free stage)."""
+    if impl not in MODEL_FREE:
+        return [impl]
+    return list(stage_class(impl).parts.values())
+
+
+def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None,
+          part_params: dict | None = None, **runtime_kw):
+    """A ready stage: the zoo model `impl` compiled at `precision`, or a stage without a model of
+    its own (its parts built at `precision`, each with its `part_params[id]`); `params`
     (KEY -> value) over the zoo's parameters for it."""
     cls = stage_class(impl)
     settings = {**zoo_params(impl), **(params or {})}
     cls.settings(settings)  # a bad parameter fails before the compile
+    if cls.parts:
+        return cls({role: build(m, precision, device, (part_params or {}).get(m), **runtime_kw)
+                    for role, m in cls.parts.items()}, **settings)
     compiled = None if impl in MODEL_FREE else runtime.load(impl, precision, device, **runtime_kw)
     return cls(compiled, **settings)
