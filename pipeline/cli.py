@@ -310,7 +310,8 @@ def _add_eval(sub) -> None:
         p.add_argument("path", help=path_help)
         if dataset:
             p.add_argument("--dataset", default=dataset, help="format (landmarks: ibug68 or dlib-xml)")
-        p.add_argument("--models", default="mediapipe", help="comma list of model sets, e.g. omz,mediapipe")
+        p.add_argument("--models", default="default" if kind == "gaze-session" else "mediapipe",
+                       help="comma list of model sets, e.g. omz,mediapipe")
         p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
         for stage in ("face", "landmarks", "head-pose", "gaze"):
@@ -365,9 +366,9 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="one model id (see `edgegaze models list`)")
 
 
-def _add_input_models(p: argparse.ArgumentParser, input_help: str, precision_help: str) -> None:
+def _add_input_models(p: argparse.ArgumentParser, input_help: str, precision_help: str, models: str = "mediapipe") -> None:
     p.add_argument("--input", required=True, help=input_help)
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
+    p.add_argument("--models", default=models, help="model set, e.g. mediapipe or omz")
     p.add_argument("--precision", default="FP32", help=precision_help)
 
 
@@ -399,7 +400,7 @@ def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
     _add_input_models(p, "webcam index, video file, image or folder of images",
-                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
+                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)", models="default")
     p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
                    "lists (CPU, GPU, NPU), or AUTO")
     add_stage_options(p)

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import shared_path
+from conftest import sample_rows, shared_path
 
 # omz: its head pose signs are the ones checked against the video below; EDGEGAZE_MOUSE_MODELS=mediapipe
 # runs the same tests on the default set.
@@ -254,7 +254,7 @@ def test_calibration_for_another_screen_is_refused(pg, tmp_path):
     from pipeline.control.calibration import Calibration, GazeModel, ScreenGeometry
 
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(50, 4))
+    x = sample_rows(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))
     model = GazeModel().fit(x, x[:, :2] * 100 + 500)
     path = Calibration(ScreenGeometry(1920, 1080, 530, 300), model, "someone").save(tmp_path / "c.json")
     p = _cli(["mouse", "--input", str(shared_path(UDACITY)), "--mode", "gaze", "--calibration", str(path), "--models", MODELS])
@@ -362,7 +362,7 @@ def test_calibration_takes_out_the_head_leak_it_measures_within_targets(udacity)
     from pipeline.control.regression import AutoGazeModel
 
     rows = np.array([a for a in (cal.face_angles(f) for _, _, f in udacity if f is not None) if a is not None])
-    head = rows[:, 2:4] - rows[:, 2:4].mean(0)
+    head = rows[:, 4:6] - rows[:, 4:6].mean(0)
     pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
     jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
     corners = cal.target_points("2x2", W, H)
@@ -373,7 +373,7 @@ def test_calibration_takes_out_the_head_leak_it_measures_within_targets(udacity)
         x, y = [], []
         for p, s in zip(corners, spans):
             true = [-40 * (p[0] / W - 0.5), -25 * (p[1] / H - 0.5)]  # the camera sees the gaze mirrored
-            x.append(np.column_stack([true + leak * head[s] + jitter[s], rows[s, 2:]]))
+            x.append(sample_rows(rows[s, 4:6], true + leak * head[s] + jitter[s]))
             y.append(np.repeat(p[None], per, 0))
         measured = AutoGazeModel([W, H]).fit(np.concatenate(x), np.concatenate(y)).choice["head_leak"]
         assert np.allclose(measured, leak, atol=0.12), (leak, measured)
@@ -407,8 +407,7 @@ def test_a_photo_that_caught_a_glance_away_is_left_out_of_the_calibration(udacit
     points = cal.target_points("4x4", W, H)
     frames = np.linspace(0, len(rows) - 1, len(points)).astype(int)  # one photo per target
     true = np.column_stack([-40 * (points[:, 0] / W - 0.5), -25 * (points[:, 1] / H - 0.5)])
-    clean = np.column_stack([true + jitter[frames] + 0.2 * (rows[frames, 2:4] - rows[:, 2:4].mean(0)),
-                             rows[frames, 2:]])
+    clean = sample_rows(rows[frames, 4:6], true + jitter[frames] + 0.2 * (rows[frames, 4:6] - rows[:, 4:6].mean(0)))
     glance = clean.copy()
     glance[5, :2] += [12.0, 0.0]
 
