@@ -56,6 +56,7 @@ class Gaze:
     left_iris: np.ndarray | None = None
     eye_contours: np.ndarray | None = None  # (2, 16, 2) frame px, [right, left] lids: outer corner, lower, inner, upper
     signals: dict[str, tuple[float, float]] = field(default_factory=dict)  # signal name -> (yaw, pitch) degrees
+    eye_angles: np.ndarray | None = None  # (2, 2) [right, left] eye x (yaw, pitch) degrees, where a stage reads each eye
 
     @staticmethod
     def from_vector(v: np.ndarray, signal: str = "", **kw) -> "Gaze":

@@ -293,6 +293,22 @@ def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
     assert row["distance_source"] == "face size" and 200 < row["distance_mm"] < 3000
 
 
+def test_gaze_session_with_no_flags_compares_the_default_set_s_signals(zoo_ready, tmp_path):
+    """`eval gaze-session` with no --models runs the default set with both gaze signals: each is
+    validated on its own, the row's figure is the one the calibration picks, never above the
+    better single signal's."""
+    from pipeline.cli import main
+
+    video = shared_path("video/udacity_demo_1080p.mp4")
+    assert main(["eval", "gaze-session", str(SESSION), "--video", str(video), "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "gaze_session.json").read_text())["rows"][0]
+    assert row["set"] == "default" and row["stages"].endswith("dual-gaze")
+    alone = {s: row[f"{s}_deg"] for s in ("network", "iris", "both")}
+    signal = row["calibration"]["signal"]
+    assert row["mean_deg"] == alone[signal] <= min(alone["network"], alone["iris"]), (signal, alone)
+    assert f" on {signal}" in row["model"] and "network alone deg" in (tmp_path / "gaze_session.md").read_text()
+
+
 def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):
     """A stills session end to end through the CLI: frames of a shared video saved as images, each
     pair of neighbouring frames one target, the targets placed by an axis-wise map of the gaze the

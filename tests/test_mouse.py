@@ -429,3 +429,52 @@ def test_a_photo_that_caught_a_glance_away_is_left_out_of_the_calibration(udacit
     print(f"glance: {kept:.0f} -> {left:.0f} px; clean: {loto(clean, False):.0f} -> {loto(clean, True):.0f} px")
     assert left < 0.8 * kept
     assert loto(clean, True) <= 1.05 * loto(clean, False)
+
+
+def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_the_calibration_reads_it(
+        tmp_path, zoo_ready, monkeypatch):
+    """`edgegaze mouse --mode gaze` builds the default set. A recorded calibration on it compares
+    the gaze signals and records its choice; the mouse then runs the iris model only for a
+    calibration that reads it (its inference time stays 0 otherwise), and moves the pointer either way."""
+    import argparse
+
+    from pipeline.control import app
+    from pipeline.control import calibration as cal
+    from pipeline.control.options import add_mouse_arguments, options_from_args
+    from pipeline.sources import open_source
+
+    targets, screen = _write_session(tmp_path)
+    chosen = app.calibrate_recorded(str(shared_path(UDACITY)), targets, screen, min_samples=2, log=lambda *_: None)
+    assert set(chosen.choice["signals"]) == {"network", "iris", "both"}
+    assert chosen.validation["mean_error_px"] == chosen.choice["signals"][chosen.model.signal]["mean_error_px"]
+    built = []
+
+    def keep(*a, **k):
+        built.append(real(*a, **k))
+        return built[-1]
+
+    real = app._pipeline
+    monkeypatch.setattr(app, "_pipeline", keep)
+    session = cal.read_targets_csv(targets)
+    p = argparse.ArgumentParser()
+    add_mouse_arguments(p)
+    for signal in ("network", "iris"):
+        pipe = real("default", "FP32", "CPU")
+        cal.use_signals(pipe)
+        video = open_source(str(shared_path(UDACITY)), max_frames=max(session) + 1)
+        frames = ((fr.index, fr.timestamp, app._face(fr)) for fr in pipe.run(video))
+        points, samples = cal.samples_from_session(frames, session)
+        x = np.concatenate([samples[k] for k in sorted(samples)])
+        y = np.concatenate([np.repeat(points[k][None], len(samples[k]), 0) for k in sorted(samples)])
+        model = cal.regressor("auto", [W, H], signal).fit(x, y).model
+        path = cal.Calibration(cal.ScreenGeometry(W, H, 344, 215, 600), model, "t").save(tmp_path / f"{signal}.json")
+        o = options_from_args(p.parse_args(["--input", str(shared_path(UDACITY)), "--mode", "gaze", "--calibration",
+                                            str(path), "--dry-run", "--screen-size", f"{W}x{H}", "--max-frames", "60"]))
+        assert o.models == "default"
+        lines = []
+        summary = app.run_mouse(o, log=lines.append)
+        gaze = built[-1].back["gaze"]
+        assert type(gaze).__name__ == "DualGaze" and gaze.iris == (signal == "iris")
+        assert (gaze.part["iris"].infer_ms > 0) == (signal == "iris"), signal
+        assert summary.frames == 60 and summary.states["moved"] > 30, summary.line()
+        assert any(f"on {cal.SIGNAL_WORDS[signal]}" in line for line in lines), lines

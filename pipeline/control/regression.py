@@ -56,7 +56,7 @@ it is nested cross-validation: the error it reports includes the cost of choosin
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -208,12 +208,16 @@ def _poly(z: np.ndarray, degree: int) -> np.ndarray:
     return np.hstack(cols)
 
 
-def _ridge(p: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
-    """Ridge with an unpenalised intercept; the penalty scales with the row count."""
+def _ridge(p: np.ndarray, y: np.ndarray, alphas) -> list[tuple[np.ndarray, float]]:
+    """Ridge with an unpenalised intercept at each strength; the penalty scales with the row count."""
     pm, ym = p.mean(0), y.mean()
     pc = p - pm
-    coef = np.linalg.solve(pc.T @ pc + alpha * len(p) * np.eye(p.shape[1]), pc.T @ (y - ym))
-    return coef, float(ym - pm @ coef)
+    gram, rhs, eye = pc.T @ pc, pc.T @ (y - ym), len(p) * np.eye(p.shape[1])
+    out = []
+    for alpha in alphas:
+        coef = np.linalg.solve(gram + alpha * eye, rhs)
+        out.append((coef, float(ym - pm @ coef)))
+    return out
 
 
 @dataclass
@@ -246,31 +250,34 @@ class GazeModel:
             g = g - np.asarray(self.leak) * np.tile(h, len(self.leak) // 2)
         return np.concatenate([g, h], 1)
 
-    def _design(self, x: np.ndarray, axis: int) -> np.ndarray:
+    def designs(self, x: np.ndarray) -> list[np.ndarray]:
+        """Per screen axis, the standardised terms the coefficients multiply."""
         c = self.candidate
         z = (self._corrected(x)[:, c.features(self.signal)] - np.asarray(self.mean)) / np.asarray(self.scale)
-        return z[:, axis:len(SIGNALS[self.signal]):2] if c.axis_wise else _poly(z, c.degree)
+        return [z[:, a:len(SIGNALS[self.signal]):2] if c.axis_wise else _poly(z, c.degree) for a in (0, 1)]
 
     def fit(self, x, y) -> "GazeModel":
+        fitted = self.fit_path(x, y, [self.alpha])[0]
+        self.__dict__.update(fitted.__dict__)
+        return self
+
+    def fit_path(self, x, y, alphas) -> list["GazeModel"]:
+        """This candidate fitted at each ridge strength in `alphas` (the terms computed once)."""
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         f = self._corrected(x)[:, self.candidate.features(self.signal)]
         scale = f.std(0)
         scale[scale < 1e-6] = 1.0
-        self.mean, self.scale = f.mean(0).tolist(), scale.tolist()
-        self.constant = [bool(v) for v in _flat_axes(y)]
-        self.coef, self.intercept = [], []
-        for axis in (0, 1):
-            if self.constant[axis]:
-                coef, b = np.zeros(self._design(x[:1], axis).shape[1]), float(y[:, axis].mean())
-            else:
-                coef, b = _ridge(self._design(x, axis), y[:, axis], self.alpha)
-            self.coef.append(coef.tolist())
-            self.intercept.append(b)
-        return self
+        base = replace(self, mean=f.mean(0).tolist(), scale=scale.tolist(), constant=[bool(v) for v in _flat_axes(y)])
+        terms = base.designs(x)
+        per_axis = [[(np.zeros(terms[a].shape[1]), float(y[:, a].mean()))] * len(alphas) if base.constant[a]
+                    else _ridge(terms[a], y[:, a], alphas) for a in (0, 1)]
+        return [replace(base, alpha=alpha, coef=[per_axis[a][i][0].tolist() for a in (0, 1)],
+                        intercept=[per_axis[a][i][1] for a in (0, 1)]) for i, alpha in enumerate(alphas)]
 
-    def predict(self, x) -> np.ndarray:
-        x = np.atleast_2d(np.asarray(x, np.float64))
-        out = np.stack([self._design(x, a) @ np.asarray(self.coef[a]) + self.intercept[a] for a in (0, 1)], 1)
+    def predict(self, x, terms: list[np.ndarray] | None = None) -> np.ndarray:
+        """Screen points of sample rows x (or of their `designs`, when a caller has them)."""
+        terms = terms if terms is not None else self.designs(np.atleast_2d(np.asarray(x, np.float64)))
+        out = np.stack([terms[a] @ np.asarray(self.coef[a]) + self.intercept[a] for a in (0, 1)], 1)
         if self.bounds:
             out = np.clip(out, 0.0, np.asarray(self.bounds, np.float64) - 1.0)
         return out
@@ -314,21 +321,26 @@ def eligible(points: np.ndarray, signal: str = "network") -> list[Candidate]:
     return [c for c in CANDIDATES if determined(c, points, len(points) - 1, signal)]
 
 
-def loto_errors(cand: Candidate, alpha: float, feats: np.ndarray, points: np.ndarray, bounds=None,
+def loto_errors(cand: Candidate, alphas, feats: np.ndarray, points: np.ndarray, bounds=None,
                 leak=(0.0, 0.0), groups=None, signal: str = "network") -> np.ndarray:
-    """Px error per target, predicted by the candidate fitted on the others' means: the mean error
-    of its samples (`groups`, so a model that amplifies the features' noise pays for it, as the
-    pointer would), or of its mean. Where the other targets cannot pin the candidate down (the
-    centre and two opposite corners of 5 targets lie on a line) the axis-wise map is what a
-    calibration on them would fit, so that is what the fold scores."""
-    errs = []
+    """Px error per ridge strength (rows, `alphas`) and target (columns), each target predicted by
+    the candidate fitted on the others' means: the mean error of its samples (`groups`, so a model
+    that amplifies the features' noise pays for it, as the pointer would), or of its mean. Where the
+    other targets cannot pin the candidate down (the centre and two opposite corners of 5 targets
+    lie on a line) the axis-wise map is what a calibration on them would fit, so that is what the
+    fold scores."""
+    alphas = np.atleast_1d(alphas)
+    errs = np.zeros((len(alphas), len(points)))
     for k in range(len(points)):
         rest = np.arange(len(points)) != k
         fitted = cand if determined(cand, points[rest], signal=signal) else CANDIDATES[0]
-        m = GazeModel(fitted.name, alpha, bounds, leak=list(leak), signal=signal).fit(feats[rest], points[rest])
-        probe = feats[k:k + 1] if groups is None else groups[k]
-        errs.append(float(np.hypot(*(m.predict(probe) - points[k]).T).mean()))
-    return np.array(errs)
+        models = GazeModel(fitted.name, alphas[0], bounds, leak=list(leak), signal=signal).fit_path(
+            feats[rest], points[rest], alphas)
+        probe = np.atleast_2d(feats[k] if groups is None else groups[k])
+        terms = models[0].designs(probe)  # the same standardisation at every strength
+        for i, m in enumerate(models):
+            errs[i, k] = np.hypot(*(m.predict(probe, terms) - points[k]).T).mean()
+    return errs
 
 
 def _triangle(feats: np.ndarray, points: np.ndarray, signal: str = "network") -> bool:
@@ -360,9 +372,8 @@ def _choose_candidate(feats, points, bounds, leak, groups, signal) -> tuple[tupl
     errors = {}
     for cand in eligible(points, signal):
         for removed, lk in leaks:
-            for alpha in ALPHAS:
-                errors[(cand.name, removed, alpha)] = loto_errors(cand, alpha, feats, points, bounds, lk, groups,
-                                                                  signal)
+            per_alpha = loto_errors(cand, ALPHAS, feats, points, bounds, lk, groups, signal)
+            errors.update({(cand.name, removed, alpha): e for alpha, e in zip(ALPHAS, per_alpha)})
     scores = {k: float(v.mean()) for k, v in errors.items()}
     limit = _band(scores, errors)
     return next(k for k in sorted(scores, key=lambda k: PREFERENCE[k[0]]) if scores[k] <= limit), errors, scores

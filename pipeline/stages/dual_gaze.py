@@ -58,4 +58,4 @@ class DualGaze(FaceStage):
             return gaze
         iris = self.part["iris"].postprocess(outputs[1], context[1])
         return replace(gaze, right_iris=iris.right_iris, left_iris=iris.left_iris, eye_contours=iris.eye_contours,
-                       signals={**gaze.signals, **iris.signals})
+                       eye_angles=iris.eye_angles, signals={**gaze.signals, **iris.signals})
