@@ -29,6 +29,12 @@ per simulated user (four people; webcam_1280x720.mp4 wears glasses):
 Conditions (`--condition`): `moving` (the users' heads move as in their video and the network leaks
 head pose), `no-leak` (heads move, the network does not leak) and `still` (the head trace held at
 its median; the features keep their real noise). `--head-scale S` scales the head motion.
+
+`--reject eyes|signals|glare` tries a rejection of samples spoilt by lens reflections before each
+target's robust mean (on top of regression.on_target's): a sample whose two eyes disagree (the
+iris stage's per-eye angles), whose two signals disagree (network minus iris), or whose glare (the
+eye crops' bright, colourless share) lies over 3 robust SDs from the target's median, on the real
+frames' own indicators.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gaze_signals import VIDEOS, disagreement, extract, person, response, robust_sd, smooth  # noqa: E402
+from gaze_signals import C, VIDEOS, disagreement, extract, person, response, robust_sd, smooth  # noqa: E402
 from pipeline.control import calibration as cal  # noqa: E402
 from pipeline.control import regression  # noqa: E402
 
@@ -59,6 +65,9 @@ LAYOUTS = {
 }
 FPS, HOLD_S, SACCADE_S = 30.0, 1.5, 0.3
 SIGNALS = ("network", "iris", "both")
+N = len(regression.FEATURES) + 1  # the sample columns the calibration reads: FEATURES and the openness
+QUALITY = {"eyes": [N, N + 1], "glare": [N + 2]}  # after them: per-eye disagreement yaw, pitch; glare
+FLOOR = {"eyes": 1.0, "signals": 0.5, "glare": 0.01}  # robust SD floors (deg, deg, share)
 METHODS = ("auto", *SIGNALS, "affine-gaze network")
 
 
@@ -70,6 +79,8 @@ class Person:
         self.residual = trace - smooth(trace)
         self.head = (trace[:, 4:6] - np.median(trace[:, 4:6], 0)) * (0.0 if still else head_scale)
         self.openness = x[:, 6]
+        eyes = x[:, [C["right_yaw"], C["right_pitch"]]] - x[:, [C["left_yaw"], C["left_pitch"]]]
+        self.quality = np.column_stack([eyes, x[:, C["glare_right"]] + x[:, C["glare_left"]]])
         self.response = response(x)
         # The signals' disagreement within a look (gaze_signals.disagreement, iris degrees) is a bias that one
         # of them or both carry; the traces cannot say which. Each gets a share of its variance in proportion
@@ -101,8 +112,8 @@ def user(rng, n_people: int, leak: bool) -> dict:
 
 
 def observe(u: dict, p: Person, ang: np.ndarray, frames: np.ndarray) -> np.ndarray:
-    """Sample rows (regression.FEATURES, then the openness) the pipeline would report for true angles
-    `ang` (n, 2) on these frames of the person's traces."""
+    """Sample rows (regression.FEATURES, the openness, then the frames' quality indicators, QUALITY)
+    the pipeline would report for true angles `ang` (n, 2) on these frames of the person's traces."""
     yaw, pitch = ang[:, 0], ang[:, 1]
     # the camera sees the gaze mirrored (looking to screen right = to the subject's right)
     net = np.stack([-u["gain"][0] * yaw + u["cross"][0] * pitch + u["curve"][0] * yaw * np.abs(yaw),
@@ -116,7 +127,7 @@ def observe(u: dict, p: Person, ang: np.ndarray, frames: np.ndarray) -> np.ndarr
     net = net + p.bias_network[(frames + u["shift"][0]) % len(p)]
     iris = iris + p.bias_iris[(frames + u["shift"][1]) % len(p)]
     clean = np.column_stack([net + u["offset"], iris + u["iris_offset"], head])
-    return np.column_stack([clean + p.residual[frames], p.openness[frames]])
+    return np.column_stack([clean + p.residual[frames], p.openness[frames], p.quality[frames]])
 
 
 def session(u, p: Person, points, rng, stills: bool) -> dict[int, list]:
@@ -138,6 +149,22 @@ def session(u, p: Person, points, rng, stills: bool) -> dict[int, list]:
             if sampler(j / FPS, f):
                 samples.setdefault(k, []).append(f)
     return samples
+
+
+def reject(samples: dict[int, list], rule: str | None) -> dict[int, list]:
+    """Each target's samples without those whose quality indicator (`rule`) lies over 3 robust SDs
+    from the target's median (at least half of them kept), then only the calibration's columns."""
+    out = {}
+    for k, rows in samples.items():
+        rows = np.asarray(rows)
+        keep = np.ones(len(rows), bool)
+        if rule:
+            ind = rows[:, :2] - rows[:, 2:4] if rule == "signals" else rows[:, QUALITY[rule]]
+            med = np.median(ind, 0)
+            keep = np.all(np.abs(ind - med) <= 3 * np.maximum(robust_sd(ind - med), FLOOR[rule]), 1)
+            keep = keep if keep.sum() >= len(rows) / 2 else np.ones(len(rows), bool)
+        out[k] = list(rows[keep][:, :N])
+    return out
 
 
 def loto(make, points, samples) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +208,8 @@ def score_user(points, samples, test_points, test_feats) -> dict[str, tuple[floa
 
 
 def simulate(users: int, seed: int = 0, condition: str = "moving", head_scale: float = 1.0,
-             stills: bool = False, cache: Path = ROOT / "results" / "calibration") -> list[dict]:
+             stills: bool = False, cache: Path = ROOT / "results" / "calibration", rule: str | None = None,
+             layouts=tuple(LAYOUTS)) -> list[dict]:
     d = extract(cache / "signals.npz")
     people = [Person(person(d, k), condition == "still", head_scale) for k in range(len(VIDEOS))]
     rng = np.random.default_rng(seed)
@@ -189,29 +217,30 @@ def simulate(users: int, seed: int = 0, condition: str = "moving", head_scale: f
     test_points = np.stack(np.meshgrid(np.linspace(0.05, 0.95, 5) * (w - 1), np.linspace(0.05, 0.95, 5) * (h - 1)),
                            -1).reshape(-1, 2)
     rows = []
-    for layout, make_points in LAYOUTS.items():
-        points = make_points(w, h)
+    for layout in layouts:
+        points = LAYOUTS[layout](w, h)
         scores = []
         for _ in range(users):
             u = user(rng, len(people), condition != "no-leak")
             p = people[u["person"]]
-            samples = session(u, p, points, rng, stills)
+            samples = reject(session(u, p, points, rng, stills), rule)
             if len(samples) < len(points):
                 continue
             j = rng.integers(0, len(p), len(test_points))
-            test_feats = [observe(u, p, np.repeat(true_angles(pt[None]), 20, 0), np.arange(i, i + 20) % len(p))
+            test_feats = [observe(u, p, np.repeat(true_angles(pt[None]), 20, 0), np.arange(i, i + 20) % len(p))[:, :N]
                           for pt, i in zip(test_points, j)]
             scores.append({**score_user(points, samples, test_points, test_feats), "person": VIDEOS[u["person"]]})
-        rows += summarise(scores, layout, condition, head_scale, stills)
+        rows += summarise(scores, layout, condition, head_scale, stills, rule)
     return rows
 
 
-def summarise(scores: list[dict], layout, condition, head_scale, stills) -> list[dict]:
+def summarise(scores: list[dict], layout, condition, head_scale, stills, rule) -> list[dict]:
     best = np.array([min(s["network"][0], s["iris"][0]) for s in scores])
     rows = []
     for m in METHODS:
         v = np.array([s[m] for s in scores])
-        rows.append({"condition": condition, "head_scale": head_scale, "stills": stills, "layout": layout, "method": m,
+        rows.append({"condition": condition, "head_scale": head_scale, "stills": stills, "reject": rule,
+                     "layout": layout, "method": m,
                      "users": len(v), "loto_deg": float(v[:, 0].mean()), "test_deg": float(v[:, 1].mean()),
                      # users whose leave-one-target-out error is above the better single signal's
                      "users_worse_than_best_single": int(np.sum(v[:, 0] > best + 1e-9)),
@@ -221,10 +250,11 @@ def summarise(scores: list[dict], layout, condition, head_scale, stills) -> list
 
 
 def markdown(rows: list[dict], users: int) -> str:
-    layouts = list(LAYOUTS)
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
     r0 = rows[0]
     scale = f", head motion x{r0['head_scale']:g}" if r0["head_scale"] != 1 and r0["condition"] != "still" else ""
-    photos = ", one photo per target" if r0["stills"] else ""
+    photos = (", one photo per target" if r0["stills"] else "") + (f", samples rejected on {r0['reject']}"
+                                                                     if r0["reject"] else "")
     out = [f"# Calibration on simulated sessions, each signal with its real estimator error ({r0['condition']}"
            f"{scale}{photos})\n\n{users} simulated users per layout (scripts/simulate_calibration.py). Mean error in "
            f"degrees: leave-one-target-out / unseen 5x5 grid.\n\n| method | " + " | ".join(layouts) + " |\n|---|"
@@ -253,13 +283,17 @@ def main() -> None:
                     help="head motion and the network's head leak of the simulated users (module docstring)")
     ap.add_argument("--head-scale", type=float, default=1.0, help="scale of the traces' head motion")
     ap.add_argument("--stills", action="store_true", help="one photo per target instead of a video session")
+    ap.add_argument("--reject", choices=("eyes", "signals", "glare"), help="a rejection of spoilt samples to try")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="comma list of LAYOUTS")
     ap.add_argument("--out", default=str(ROOT / "results" / "calibration"))
     args = ap.parse_args()
     out = Path(args.out)
-    rows = simulate(args.users, args.seed, args.condition, args.head_scale, args.stills, out)
+    rows = simulate(args.users, args.seed, args.condition, args.head_scale, args.stills, out, args.reject,
+                    args.layouts.split(","))
     out.mkdir(parents=True, exist_ok=True)
     stem = "simulation" + ("" if args.condition == "moving" else f"_{args.condition}") + \
-        ("" if args.head_scale == 1 else f"_head{args.head_scale:g}") + ("_stills" if args.stills else "")
+        ("" if args.head_scale == 1 else f"_head{args.head_scale:g}") + ("_stills" if args.stills else "") + \
+        (f"_reject_{args.reject}" if args.reject else "")
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     md = markdown(rows, args.users)
     (out / f"{stem}.md").write_text(md)
@@ -274,7 +308,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4))
-    layouts = list(LAYOUTS)
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
     for i, m in enumerate(METHODS):
         v = [next(r["loto_deg"] for r in rows if r["layout"] == lay and r["method"] == m) for lay in layouts]
         ax.bar(np.arange(len(layouts)) + (i - len(METHODS) / 2) * 0.15, np.minimum(v, 30), 0.15, label=m)

@@ -36,7 +36,7 @@ def jsonl_frames(path) -> list[dict]:
     return [strip(json.loads(line)) for line in open(path)]
 
 
-def sample_rows(head, network=None, iris=None, *extra) -> "np.ndarray":
+def sample_rows(head, network=None, iris=None, *extra):
     """Calibration sample rows (regression.FEATURES order, then `extra` columns such as the openness)
     from (n, 2) gaze angles of each signal given (NaN for a signal not given) and (n, 2) head angles."""
     import numpy as np

@@ -62,6 +62,17 @@ def models_of(impl: str) -> list[str]:
     return list(stage_class(impl).parts.values())
 
 
+def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list[zoo.ModelSpec]:
+    """zoo.select (--model, --set), where a set also brings every zoo model its stages run: the
+    default set names the models of the mediapipe set and dual-gaze, whose parts are omz models."""
+    specs = zoo.select(set_name, model_id)
+    if model_id or set_name in (None, "all"):
+        return specs
+    stage_ids = [v for k, v in zoo.sets()[set_name].items() if k in zoo.STAGES and v in implementations()]
+    named = {m for impl in stage_ids for m in models_of(impl)}
+    return specs + [m for m in zoo.models().values() if m.id in named and m not in specs]
+
+
 def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None,
           part_params: dict | None = None, **runtime_kw):
     """A ready stage: the zoo model `impl` compiled at `precision`, or a stage without a model of
