@@ -197,11 +197,11 @@ def maker(method: str):
 
 def score_user(points, samples, test_points, test_feats) -> dict[str, tuple[float, float]]:
     """Method -> (leave-one-target-out deg, unseen deg); auto picks the signal as calibration.choose_signal."""
-    out, px = {}, {}
+    out, deg = {}, {}
     for m in METHODS[1:]:
-        px[m], deg = loto(maker(m), points, samples)
-        out[m] = (float(deg.mean()), unseen(maker(m), points, samples, test_points, test_feats))
-    chosen = "network" if len(points) <= 3 else regression.pick_signal({s: px[s] for s in SIGNALS})
+        deg[m] = loto(maker(m), points, samples)[1]
+        out[m] = (float(deg[m].mean()), unseen(maker(m), points, samples, test_points, test_feats))
+    chosen = "network" if len(points) <= 3 else regression.pick_signal({s: deg[s] for s in SIGNALS})
     out["auto"] = out[chosen]
     out["chosen"] = chosen
     return out

@@ -450,10 +450,10 @@ def test_the_calibration_reads_the_signal_that_serves_this_user(better):
     picked = []
     for _ in range(3):
         c = cal.fit(points, _two_signals(points, rng, bias), screen, user="t")
-        figures = {s: v["mean_error_px"] for s, v in c.choice["signals"].items()}
+        figures = {s: v["mean_error_deg"] for s, v in c.choice["signals"].items()}
         assert set(figures) == {"network", "iris", "both"}
-        assert c.validation["mean_error_px"] == figures[c.model.signal]
-        assert c.validation["mean_error_px"] <= min(figures["network"], figures["iris"])
+        assert c.validation["mean_error_deg"] == figures[c.model.signal]
+        assert c.validation["mean_error_deg"] <= min(figures["network"], figures["iris"])
         picked.append(c.model.signal)
     print(better, picked, figures)
     assert picked.count(better) >= 2, picked

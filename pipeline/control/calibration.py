@@ -220,6 +220,7 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
             spread_deg.append(s_deg)
         per_target.append({"target": held, "x_px": float(targets[held][0]), "y_px": float(targets[held][1]),
                            "samples": len(err), "error_px": float(np.mean(err)), "spread_px": spread[-1],
+                           "error_deg": float(np.mean(all_deg[-1])) if s_deg is not None else None,
                            "model": m.choice.get("model"), "signal": m.choice.get("signal"),
                            "predictions": pred.round(1).tolist()})
     err = np.concatenate(all_err)
@@ -296,8 +297,10 @@ def choose_signal(targets: np.ndarray, samples: dict[int, list], screen: ScreenG
         raise EdgegazeError("calibration failed: no gaze signal in every sample (the gaze stage computed none)")
     names = names[:1] if len(samples) <= 3 else names
     validations = {s: leave_one_target_out(targets, samples, screen, method, s) for s in names}
-    errors = {s: np.array([t["error_px"] for t in v["targets"]]) for s, v in validations.items()}
-    return regression.pick_signal(errors), validations
+    unit = "error_deg" if screen.geometry() else "error_px"  # the figure the calibration reports
+    errors = {s: np.array([t[unit] for t in v["targets"]]) for s, v in validations.items()}
+    weights = [t["samples"] for t in next(iter(validations.values()))["targets"]]
+    return regression.pick_signal(errors, weights), validations
 
 
 def fit(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry, user: str = "",
@@ -312,7 +315,10 @@ def fit(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry, u
     y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in sorted(samples)])
     final = regressor(method, [screen.width_px, screen.height_px], signal).fit(x, y)
     per_signal = {s: {k: v[k] for k in ("mean_error_px", "mean_error_deg")} for s, v in validations.items()}
-    return Calibration(screen, final.model, user or getpass.getuser(), validations[signal],
+    validation = validations[signal]
+    if len(validations) > 1:
+        validation = {**validation, "method": validation["method"] + "; the gaze signal chosen on each signal's own figure"}
+    return Calibration(screen, final.model, user or getpass.getuser(), validation,
                        time.strftime("%Y-%m-%dT%H:%M:%S"), {**final.choice, "signals": per_signal})
 
 

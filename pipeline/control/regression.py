@@ -4,6 +4,14 @@ A calibration has few targets (3 to 16) and noisy features, so the danger is not
 a model that fits the targets and extrapolates wildly between or beyond them (a degree-2
 polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the opposite one). So:
 
+- A sample (FEATURES) carries every gaze signal the pipeline computed (the OMZ gaze network's
+  angles, the iris stage's; NaN for one it did not) and the head angles. A model reads one signal
+  (SIGNALS: "network", "iris", or "both", whose gaze columns are all four, the ridge keeping the
+  combination in check); the calibration validates each signal's model on its own and
+  `pick_signal` takes the best single one, or both where they beat it by more than one standard
+  error (calibration.choose_signal). The head leak, the candidates' terms and the axis-wise map
+  follow the signal's columns (yaw columns for x, pitch columns for y).
+
 - Each target contributes one row: the robust mean of its samples (`robust_mean`): samples whose
   eyes are less open than 0.7 x the target's median (`open_eyes`, when the samples carry an
   openness column) are blinks; then samples more than 3 robust standard deviations from the
@@ -379,14 +387,15 @@ def _choose_candidate(feats, points, bounds, leak, groups, signal) -> tuple[tupl
     return next(k for k in sorted(scores, key=lambda k: PREFERENCE[k[0]]) if scores[k] <= limit), errors, scores
 
 
-def pick_signal(errors: dict[str, np.ndarray]) -> str:
+def pick_signal(errors: dict[str, np.ndarray], weights=None) -> str:
     """The gaze signal a calibration reads, from each signal's per-target leave-one-target-out
     errors (signal -> array over the same targets: the calibration's own nested validation of a map
-    chosen on that signal alone): the single signal with the lower mean (a tie goes to SINGLE's
-    order); both signals together only where that one lies outside both's one-standard-error band
-    (the combined map has more coefficients to pay for). So the choice never reads worse than the
-    best single signal on its own validation."""
-    scores = {s: float(np.mean(e)) for s, e in errors.items()}
+    chosen on that signal alone; `weights`, e.g. each target's sample count, as the reported mean
+    weighs them): the single signal with the lower mean (a tie goes to SINGLE's order); both
+    signals together only where that one lies outside both's one-standard-error band (the combined
+    map has more coefficients to pay for). So the choice never reads worse than the best single
+    signal on its own validation."""
+    scores = {s: float(np.average(e, weights=weights)) for s, e in errors.items()}
     singles = [s for s in SINGLE if s in scores]
     if not singles:
         return next(iter(scores))

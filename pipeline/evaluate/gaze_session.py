@@ -148,7 +148,8 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
     names = names[:1] if len(samples) <= MIN_TARGETS else names  # as calibration.choose_signal
     rows = {s: errors(targets, leave_one_target_out(targets, samples, lambda: calibration.regressor(method, bounds, s)),
                       session.screen, distance) for s in names}  # each signal alone, as the calibration validates it
-    signal = regression.pick_signal({s: np.array([t["error_px"] for t in r["per_target"]]) for s, r in rows.items()})
+    signal = regression.pick_signal({s: np.array([t["error_deg"] for t in r["per_target"]]) for s, r in rows.items()},
+                                    [t["samples"] for t in next(iter(rows.values()))["per_target"]])
     row = rows[signal]
     row.update(targets=len(targets), targets_used=len(samples), distance_mm=distance, distance_source=source,
                frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames),
