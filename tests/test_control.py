@@ -400,7 +400,7 @@ def test_five_targets_prefer_the_affine_map_when_the_scores_cannot_tell():
     folds leave 3 corners and the centre, whose inner folds cannot tell the axis-wise map (it
     ignores cross-talk) from the affine one. The one-standard-error rule took the simpler
     axis-wise map there, and auto's leave-one-target-out error came out above the affine map's
-    (scripts/simulate_calibration.py --condition still: 1.72 against 1.33 deg); it now prefers the
+    (scripts/simulate_calibration.py --condition still, before issue 29: 1.72 against 1.33 deg); it now prefers the
     affine map (1.25 deg)."""
     rng = np.random.default_rng(11)
     w, h = 1280, 800

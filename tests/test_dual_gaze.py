@@ -94,3 +94,14 @@ def test_run_with_no_flags_runs_the_default_and_records_each_signal(zoo_ready, t
         gazes = [f["faces"][0]["gaze"] for f in records[name] if f["faces"]]
         assert len(gazes) >= 6 and all(set(g["signals"]) == signals for g in gazes), gazes[0]
         assert all(g["signals"]["network"] == {"yaw": g["yaw"], "pitch": g["pitch"]} for g in gazes)
+
+
+def test_the_default_set_brings_every_model_its_stages_run():
+    """`edgegaze models fetch --set default` fetches (and `models list` lists) dual-gaze's parts too:
+    zoo.select alone knows only the models whose own set it is, and listed nothing."""
+    from pipeline import stages
+
+    ids = [m.id for m in stages.zoo_models("default")]
+    assert sorted(ids) == sorted(["face-detection-short-range", "face-landmark", "gaze-estimation-adas-0002",
+                                  "iris-landmark"])
+    assert [m.id for m in stages.zoo_models("omz")] == [m.id for m in stages.zoo.select("omz")]

@@ -60,6 +60,10 @@ polynomial in 4 features, fitted on 3 corners, puts the 4th corner near the oppo
 
 `AutoGazeModel` wraps `choose` in the fit/predict interface, so an outer leave-one-target-out over
 it is nested cross-validation: the error it reports includes the cost of choosing.
+
+The simulation figures above are from scripts/simulate_calibration.py before it gave each gaze
+signal its own estimator error (issue 29: one signal, the mediapipe and omz sets' gaze); the
+README and docs/gaze.md keep the runs of each version.
 """
 
 from __future__ import annotations
