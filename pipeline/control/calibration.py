@@ -291,11 +291,10 @@ def choose_signal(targets: np.ndarray, samples: dict[int, list], screen: ScreenG
     carry (regression.available) is validated leave-one-target-out on its own, and
     regression.pick_signal takes the best single one, or both where they beat it clearly. Three
     targets are too few to compare (each fold fits two): the first signal there is."""
-    x = np.concatenate([np.asarray(samples[i], np.float64) for i in sorted(samples)])[:, :len(FEATURES)]
-    names = regression.available(x)
+    names = regression.compared(np.concatenate([np.asarray(samples[i], np.float64) for i in sorted(samples)]),
+                                len(samples))
     if not names:
         raise EdgegazeError("calibration failed: no gaze signal in every sample (the gaze stage computed none)")
-    names = names[:1] if len(samples) <= 3 else names
     validations = {s: leave_one_target_out(targets, samples, screen, method, s) for s in names}
     unit = "error_deg" if screen.geometry() else "error_px"  # the figure the calibration reports
     errors = {s: np.array([t[unit] for t in v["targets"]]) for s, v in validations.items()}

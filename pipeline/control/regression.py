@@ -136,6 +136,13 @@ def available(rows: np.ndarray) -> list[str]:
     return have + (["both"] if len(have) == 2 else [])
 
 
+def compared(rows: np.ndarray, targets: int) -> list[str]:
+    """The signals a calibration on these samples compares (`pick_signal`): every one they carry;
+    with 3 targets, too few to compare (each fold fits two), the first alone."""
+    names = available(rows)
+    return names[:1] if targets <= 3 else names
+
+
 def default_signal(rows: np.ndarray) -> str:
     """The signal a calibration reads where nothing chose one: the first of SINGLE the rows have."""
     names = available(rows)

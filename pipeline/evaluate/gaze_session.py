@@ -144,10 +144,9 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
             raise EdgegazeError(f"{session.root}: screen.json has no distance_mm and no face had eyes to estimate it")
     x = np.concatenate([np.asarray(samples[i], np.float64) for i in sorted(samples)])
     y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in sorted(samples)])
-    names = regression.available(x[:, :len(regression.FEATURES)])
-    names = names[:1] if len(samples) <= MIN_TARGETS else names  # as calibration.choose_signal
     rows = {s: errors(targets, leave_one_target_out(targets, samples, lambda: calibration.regressor(method, bounds, s)),
-                      session.screen, distance) for s in names}  # each signal alone, as the calibration validates it
+                      session.screen, distance)  # each signal alone, as the calibration validates it
+            for s in regression.compared(x, len(samples))}
     signal = regression.pick_signal({s: np.array([t["error_deg"] for t in r["per_target"]]) for s, r in rows.items()},
                                     [t["samples"] for t in next(iter(rows.values()))["per_target"]])
     row = rows[signal]
