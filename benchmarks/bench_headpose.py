@@ -1,4 +1,5 @@
-"""Head-pose fits compared on the same faces: the mesh fit's variants, OMZ, FSA-Net, and averages.
+"""Head-pose fits compared on the same faces: the mesh fit's variants, OMZ, FSA-Net, 3DDFA_V2's
+network, and averages, with each head-pose stage's cost per face.
 
 Each MediaPipe mesh (short-range BlazeFace + FaceMesh FP32) is fitted several ways; OMZ
 head-pose-estimation-adas-0001 runs on its own set's detector box and on the BlazeFace box (what
@@ -10,6 +11,12 @@ AFLW2000, on the labels' 68-point box, both grown by Hopenet's AFLW2000 test mar
     tracked video frame the previous mesh's);
 (b) the shared videos (no labels): mirror consistency (|yaw + yaw'|, |pitch - pitch'|, |roll + roll'|)
     and the difference from OMZ on the same frames.
+3DDFA_V2 mb05 (zoo 3ddfa-v2-mb05) runs as its stage on the BlazeFace result: its landmark crop from
+the mesh (the stage's default) and its box crop; `mesh+3ddfa` is the stage's per-axis mean with the
+mesh fit, and a variant weighs each axis by the inverse of each estimator's mean squared mirror
+disagreement on the videos (a label-free figure, never the dev faces). Cost: wall and process CPU
+milliseconds of each head-pose stage call per face on the video frames (the mesh fit's input,
+FaceMesh, is not counted: every pipeline with these stages runs it).
 
     python benchmarks/bench_headpose.py [--aflw DIR] [--step 8] [--out results/headpose_fit]
 """
@@ -17,6 +24,7 @@ AFLW2000, on the labels' 68-point box, both grown by Hopenet's AFLW2000 test mar
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import cv2
@@ -24,14 +32,22 @@ import numpy as np
 
 from _common import machine, markdown_table, write_results
 from pipeline.evaluate import common, datasets, headpose
-from pipeline.results import FaceResult
+from pipeline.results import FaceResult, HeadPose
 from pipeline.stages import build
+from pipeline.stages import fused_pose
 from pipeline.stages import mesh_pose as M
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FSANET = [SHARED / "models" / "onnx" / "fsanet" / f"fsanet-{v}-iter-688590.onnx" for v in ("1x1", "var")]
 VIDEOS = ["udacity_demo_1080p.mp4", "webcam_640x480.mp4", "webcam_1280x720.mp4", "stock_single_face_720p.mp4"]
 AXES = ("yaw", "pitch", "roll")
+TDDFA = "3ddfa-v2-mb05"
+NET = "3ddfa-v2-mb05, landmark crop (its stage)"
+NET_BOX = "3ddfa-v2-mb05, box crop"
+FUSED = "mesh+3ddfa: per-axis mean (the stage)"
+# head-pose stages timed per face: name -> (stage id, params, needs the face's landmarks)
+TIMED = {"mesh": ("mesh", {}, True), TDDFA: (TDDFA, {}, True), "mesh+3ddfa": ("mesh+3ddfa", {}, True),
+         "head-pose-estimation-adas-0001 (BlazeFace box)": ("head-pose-estimation-adas-0001", {}, False)}
 
 
 def perspective(idx=None, hfov=M.HFOV_DEG, sight=True):
@@ -123,12 +139,44 @@ def recrop(facemesh, img, landmarks, passes: int) -> list[np.ndarray]:
     return out
 
 
-def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
-    """Per face: mesh points, frame shape, OMZ on the BlazeFace box (+ own set and label on AFLW)."""
+def tddfa():
+    """3DDFA_V2's stage on a mediapipe FaceResult: {estimate name: (yaw, pitch, roll)}, both crops."""
+    crops = {NET: build(TDDFA), NET_BOX: build(TDDFA, params={"landmark_crop": False})}
+
+    def run(img, result):
+        return {name: [getattr(stage(img, result), a) for a in AXES] for name, stage in crops.items()}
+    return run
+
+
+class Timer:
+    """Wall and process CPU ms of each TIMED stage's call, per face."""
+
+    def __init__(self):
+        self.stages = {name: build(impl, params=params, threads=1) for name, (impl, params, _) in TIMED.items()}
+        self.ms = {name: [] for name in TIMED}
+
+    def __call__(self, img, result) -> None:
+        for name, stage in self.stages.items():
+            face = result if TIMED[name][2] else FaceResult(result.face)
+            wall, cpu = time.perf_counter(), time.process_time()
+            stage(img, face)
+            self.ms[name].append(((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3))
+
+    def rows(self) -> list[dict]:
+        out = []
+        for name, ms in self.ms.items():
+            a = np.array(ms[1:] or ms)  # the first call allocates
+            out.append({"stage": name, "faces": len(a), "ms per face (median)": float(np.median(a[:, 0])),
+                        "ms per face (mean)": float(a[:, 0].mean()), "CPU ms per face (mean)": float(a[:, 1].mean())})
+        return out
+
+
+def collect(aflw: Path, step: int, timer: Timer) -> tuple[list[dict], list[dict]]:
+    """Per face: mesh points, frame shape, OMZ on the BlazeFace box, 3DDFA_V2 (+ own set and label on AFLW)."""
     mp = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
     omz = common.build("omz", "FP32", headpose.NEEDS, max_faces=10)
     omz_hp = build("head-pose-estimation-adas-0001", "FP32")
-    fsa = fsanet()
+    fsa, net = fsanet(), tddfa()
 
     def faces(pipe, img):
         pipe.reset()
@@ -148,19 +196,21 @@ def collect(aflw: Path, step: int) -> tuple[list[dict], list[dict]]:
                         "omz (own set)": [getattr(own[j].head_pose, a) for a in AXES],
                         "fsanet on the mesh box": fsa(img, mesh_box(got[k].landmarks.points)),
                         "fsanet on the labels' box": fsa(img, s.box),
-                        "recropped": recrop(mp.landmarks, img, got[k].landmarks, RECROPS)})
+                        "recropped": recrop(mp.landmarks, img, got[k].landmarks, RECROPS), **net(img, got[k])})
     video = []
     for name in VIDEOS:
         cap, i = cv2.VideoCapture(str(SHARED / "video" / name)), 0
         while (frame := cap.read()[1]) is not None:
             for flip in (False, True) if i % step == 0 else ():
                 img = cv2.flip(frame, 1) if flip else frame
-                if got := faces(mp, img):
+                # a still keeps every detection; one FaceMesh finds no face in (presence < 0.5) is no face
+                if got := [f for f in faces(mp, img) if mp.landmarks.present(f.landmarks)]:
                     f = max(got, key=lambda f: f.face.score)
                     hp = omz_hp(img, FaceResult(f.face))
                     video.append({"video": name, "frame": i, "flip": flip, "shape": img.shape,
                                   "mesh": f.landmarks.points, "omz on BlazeFace box": [hp.yaw, hp.pitch, hp.roll],
-                                  "fsanet on the mesh box": fsa(img, mesh_box(f.landmarks.points))})
+                                  "fsanet on the mesh box": fsa(img, mesh_box(f.landmarks.points)), **net(img, f)})
+                    timer(img, f)
             i += 1
     return dev, video
 
@@ -178,13 +228,26 @@ def change_interval(diff: np.ndarray, draws: int = 5000) -> str:
     return f"{diff.mean():+.2f} ({np.percentile(means, 5):+.2f}..{np.percentile(means, 95):+.2f})"
 
 
-def dev_rows(dev: list[dict]) -> list[dict]:
+def mirror_weights(video: list[dict]) -> np.ndarray:
+    """Per axis, the network's weight 1/v_net / (1/v_net + 1/v_mesh), v = each estimator's mean squared
+    mirror disagreement over the video frames (no labels): inverse-variance weights, if the
+    disagreement measured the errors."""
+    by = {(v["video"], v["frame"], v["flip"]): v for v in video}
+    pairs = [(v, by[(v["video"], v["frame"], True)]) for v in video if not v["flip"] and (v["video"], v["frame"], True) in by]
+    mesh = [np.array([FITS[next(iter(FITS))](d["mesh"], d["shape"]) for d in side]) for side in zip(*pairs)]
+    net = [np.array([d[NET] for d in side]) for side in zip(*pairs)]
+    v_mesh, v_net = (((a + b * [1, -1, 1]) ** 2).mean(0) for a, b in (mesh, net))
+    return v_mesh / (v_mesh + v_net)
+
+
+def dev_rows(dev: list[dict], weights: np.ndarray) -> list[dict]:
     plain = [d for d in dev if not d["flip"]]
     mirrored = {d["image"]: d for d in dev if d["flip"]}
     pairs = [(d, mirrored[d["image"]]) for d in plain if d["image"] in mirrored]
     est = {k: (lambda f: lambda d: f(d["mesh"], d["shape"]))(f) for k, f in FITS.items()}
     est.update({k: (lambda k: lambda d: d[k])(k) for k in ("omz (own set)", "omz on BlazeFace box",
-                                                          "fsanet on the mesh box", "fsanet on the labels' box")})
+                                                          "fsanet on the mesh box", "fsanet on the labels' box",
+                                                          NET, NET_BOX)})
     stage = est[next(iter(FITS))]
     for n in range(1, RECROPS + 1):
         est[f"the stage on FaceMesh re-cropped {n}x from its own mesh (the tracked ROI)"] = (
@@ -193,6 +256,11 @@ def dev_rows(dev: list[dict]) -> list[dict]:
     est["average of the stage and fsanet (mesh box)"] = lambda d: np.add(stage(d), d["fsanet on the mesh box"]) / 2
     est["the stage, yaw averaged with fsanet (mesh box)"] = (
         lambda d: [(stage(d)[0] + d["fsanet on the mesh box"][0]) / 2, *stage(d)[1:]])
+    for name, w in ((FUSED, (0.5, 0.5, 0.5)), ("mesh+3ddfa, weights " + "/".join(f"{v:.2f}" for v in weights)
+                                               + " from mirror disagreement on the videos", weights),
+                    ("mesh+3ddfa with the box crop: per-axis mean", (0.5, 0.5, 0.5))):
+        key = NET_BOX if "box crop" in name else NET
+        est[name] = (lambda w, key: lambda d: _fused(stage(d), d[key], w))(tuple(w), key)
     rows, true = [], np.array([a["true"] for a, _ in pairs])
     for name, f in est.items():
         a, b = np.array([f(p) for p, _ in pairs]), np.array([f(q) for _, q in pairs])
@@ -209,29 +277,61 @@ def dev_rows(dev: list[dict]) -> list[dict]:
     return rows
 
 
+def _fused(mesh, net, weights) -> list[float]:
+    hp = fused_pose.fuse(HeadPose(*mesh), HeadPose(*net), weights)
+    return [hp.yaw, hp.pitch, hp.roll]
+
+
 def video_rows(video: list[dict]) -> list[dict]:
+    stage = FITS[next(iter(FITS))]
+    est = {"omz on BlazeFace box": lambda d: d["omz on BlazeFace box"],
+           "fsanet on the mesh box": lambda d: d["fsanet on the mesh box"],
+           **{fit: (lambda f: lambda d: f(d["mesh"], d["shape"]))(FITS[fit])
+              for fit in ("mesh: perspective, rigid 48, 60 deg (the stage)", "mesh: orthographic 3-D (Umeyama, FaceMesh z)")},
+           NET: lambda d: d[NET], NET_BOX: lambda d: d[NET_BOX],
+           FUSED: lambda d: _fused(stage(d["mesh"], d["shape"]), d[NET], (0.5, 0.5, 0.5))}
     rows = []
-    for name in VIDEOS:
-        by = {(v["frame"], v["flip"]): v for v in video if v["video"] == name}
-        pairs = [(v, by[(f, True)]) for (f, flip), v in by.items() if not flip and (f, True) in by]
+    for name in [*VIDEOS, "all"]:
+        by = {(v["video"], v["frame"], v["flip"]): v for v in video if name in ("all", v["video"])}
+        pairs = [(v, by[(*k[:2], True)]) for k, v in by.items() if not k[2] and (*k[:2], True) in by]
         omz = np.array([p["omz on BlazeFace box"] for p, _ in pairs])
-        omz_m = np.array([q["omz on BlazeFace box"] for _, q in pairs])
-        rows.append({"video": name, "estimate": "omz on BlazeFace box", "frames": len(pairs),
-                     "mirror y/p/r": "/".join(f"{v:.1f}" for v in mirror_error(omz, omz_m))})
-        fsa = [np.array([p["fsanet on the mesh box"] for p in side]) for side in zip(*pairs)]
-        rows.append({"video": name, "estimate": "fsanet on the mesh box", "frames": len(pairs),
-                     "mirror y/p/r": "/".join(f"{v:.1f}" for v in mirror_error(*fsa)),
-                     "minus omz, mean y/p/r": "/".join(f"{v:+.1f}" for v in (fsa[0] - omz).mean(0)),
-                     "corr with omz y/p/r": "/".join(f"{np.corrcoef(fsa[0][:, i], omz[:, i])[0, 1]:.2f}" for i in range(3))})
-        for fit in ("mesh: perspective, rigid 48, 60 deg (the stage)", "mesh: orthographic 3-D (Umeyama, FaceMesh z)"):
-            a = np.array([FITS[fit](p["mesh"], p["shape"]) for p, _ in pairs])
-            b = np.array([FITS[fit](q["mesh"], q["shape"]) for _, q in pairs])
-            d = a - omz
-            rows.append({"video": name, "estimate": fit, "frames": len(pairs),
-                         "mirror y/p/r": "/".join(f"{v:.1f}" for v in mirror_error(a, b)),
-                         "minus omz, mean y/p/r": "/".join(f"{v:+.1f}" for v in d.mean(0)),
-                         "corr with omz y/p/r": "/".join(f"{np.corrcoef(a[:, i], omz[:, i])[0, 1]:.2f}" for i in range(3))})
+        for estimate, f in est.items():
+            if name == "all" and estimate not in ("mesh: perspective, rigid 48, 60 deg (the stage)", NET, FUSED,
+                                                  "omz on BlazeFace box"):
+                continue
+            a, b = np.array([f(p) for p, _ in pairs]), np.array([f(q) for _, q in pairs])
+            row = {"video": name, "estimate": estimate, "frames": len(pairs),
+                   "mirror y/p/r": "/".join(f"{v:.1f}" for v in mirror_error(a, b)),
+                   "mirror mean": float(np.mean(mirror_error(a, b)))}
+            if estimate != "omz on BlazeFace box":
+                row["minus omz, mean y/p/r"] = "/".join(f"{v:+.1f}" for v in (a - omz).mean(0))
+                row["corr with omz y/p/r"] = "/".join(f"{np.corrcoef(a[:, i], omz[:, i])[0, 1]:.2f}" for i in range(3))
+            rows.append(row)
     return rows
+
+
+def plot(drows: list[dict], vrows: list[dict], cost: list[dict], path: Path) -> None:
+    """Dev-face MAE, video mirror disagreement and cost per face of the head-pose stages."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = {"mesh": next(iter(FITS)), TDDFA: NET, "mesh+3ddfa": FUSED,
+             "head-pose-estimation-adas-0001 (BlazeFace box)": "omz on BlazeFace box"}
+    dev = {r["estimate"]: r["mean MAE"] for r in drows}
+    mirror = {r["estimate"]: r["mirror mean"] for r in vrows if r["video"] == "all"}
+    ms = {r["stage"]: r["CPU ms per face (mean)"] for r in cost}  # CPU time: less hit by a busy machine than wall
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, (title, values) in zip(axes, (("AFLW2000 dev mean MAE (deg)", [dev.get(v) for v in names.values()]),
+                                          ("videos: mirror disagreement (deg)", [mirror.get(v) for v in names.values()]),
+                                          ("process CPU ms per face", [ms.get(k) for k in names]))):
+        ax.bar(range(len(names)), [v or 0 for v in values], color=["#888", "#4a7", "#27c", "#c84"])
+        ax.set_xticks(range(len(names)), ["mesh", "3ddfa", "mesh+3ddfa", "omz"])
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -240,16 +340,23 @@ def main() -> None:
     ap.add_argument("--step", type=int, default=8, help="every step-th video frame")
     ap.add_argument("--out", type=Path, default=Path("results/headpose_fit"))
     args = ap.parse_args()
-    dev, video = collect(args.aflw, args.step)
-    drows, vrows = dev_rows(dev), video_rows(video)
+    timer = Timer()
+    dev, video = collect(args.aflw, args.step, timer)
+    weights = mirror_weights(video)
+    drows, vrows, cost = dev_rows(dev, weights), video_rows(video), timer.rows()
     dcols = ["estimate", "faces", "yaw MAE", "pitch MAE", "roll MAE", "mean MAE", "yaw bias", "pitch bias",
              "roll bias", "mirror y/p/r", "vs stage, 90 % CI"]
-    vcols = ["video", "estimate", "frames", "mirror y/p/r", "minus omz, mean y/p/r", "corr with omz y/p/r"]
+    vcols = ["video", "estimate", "frames", "mirror y/p/r", "mirror mean", "minus omz, mean y/p/r", "corr with omz y/p/r"]
+    ccols = ["stage", "faces", "ms per face (median)", "ms per face (mean)", "CPU ms per face (mean)"]
     text = (f"# Head-pose fits on the same faces\n\nAFLW2000 `{args.aflw}` (degrees; bias = mean of pred - label; "
             f"mirror = disagreement with the mirrored image's estimate):\n\n{markdown_table(drows, dcols)}\n\n"
-            f"Videos, every {args.step}th frame and its mirror image:\n\n{markdown_table(vrows, vcols)}\n")
+            f"Videos, every {args.step}th frame and its mirror image:\n\n{markdown_table(vrows, vcols)}\n\n"
+            f"Cost of each head-pose stage per face on those video frames (1 inference thread, FaceMesh not "
+            f"counted; CPU = process CPU time):\n\n{markdown_table(cost, ccols)}\n\n![bench_headpose](bench_headpose.png)\n")
     write_results(args.out, "bench_headpose", {"machine": machine(), "aflw": str(args.aflw), "dev": drows,
-                                               "video": vrows}, text)
+                                               "video": vrows, "cost": cost,
+                                               "mirror_weights": dict(zip(AXES, weights.tolist()))}, text)
+    plot(drows, vrows, cost, args.out / "bench_headpose.png")
     print(text)
 
 

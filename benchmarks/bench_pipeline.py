@@ -37,6 +37,8 @@ CONFIGS = {
     "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
     "mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "mediapipe FP32 no-tracking": dict(models="mediapipe", precision="FP32", tracking=False),
+    # the mediapipe set with head pose mesh+3ddfa (the mesh fit fused with 3DDFA_V2's network)
+    "3ddfa FP32 sync": dict(models="3ddfa", precision="FP32"),
     # threads=0: OpenVINO's own thread count, against edgegaze's default of one thread per model
     "mediapipe FP32 sync OV-threads": dict(models="mediapipe", precision="FP32", threads=0),
     "mediapipe FP32 async OV-threads": dict(models="mediapipe", precision="FP32", async_mode=True, threads=0),

@@ -1,12 +1,55 @@
 """edgegaze: an OpenVINO edge pipeline, face -> landmarks -> head pose -> gaze.
 
-Reading order follows the product: zoo -> convert -> optimize -> stages -> runner -> report -> control.
+The Python API (docs/api.md), loaded on first use so that `import pipeline` and `edgegaze --help`
+stay fast:
+
+    import pipeline
+    pipe = pipeline.build_pipeline("mediapipe")              # or a profile, or per-stage choices
+    for frame in pipe.run(pipeline.open_source("video.mp4", max_frames=5)):
+        print(frame.index, [face.gaze for face in frame.faces])
+
+Reading order of the package follows the product: zoo -> convert -> optimize -> stages -> runner
+-> report -> control.
 """
 
 import importlib
 import os
 
 __version__ = "0.1.0"
+
+# name -> "module" (the same name there) or "module:name"
+_EXPORTS = {
+    # build and run
+    "build_pipeline": "pipeline.api", "Pipeline": "pipeline.runner", "PipelineOptions": "pipeline.profile",
+    "load_profile": "pipeline.profile:load", "open_source": "pipeline.sources", "Frame": "pipeline.sources",
+    # typed results
+    "FrameResult": "pipeline.runner", "FaceResult": "pipeline.results", "Face": "pipeline.results",
+    "Landmarks": "pipeline.results", "HeadPose": "pipeline.results", "Gaze": "pipeline.results",
+    "EyeState": "pipeline.results",
+    # gaze calibration
+    "calibrate": "pipeline.api", "fit_calibration": "pipeline.control.calibration:fit",
+    "calibration_sample": "pipeline.api", "gaze_point": "pipeline.api",
+    "Calibration": "pipeline.control.calibration", "ScreenGeometry": "pipeline.control.calibration",
+    # measure and optimize
+    "build_report": "pipeline.report.model_report", "quantize": "pipeline.optimize.quantize",
+    "prune": "pipeline.optimize.prune", "PruneOptions": "pipeline.optimize.prune", "search": "pipeline.api",
+    "EdgegazeError": "pipeline.errors",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    """An API name, imported from its module the first time it is used (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pipeline' has no attribute '{name}'")
+    module, _, attr = _EXPORTS[name].partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 # OpenCV's and FFmpeg's own log lines ("moov atom not found", V4L2 warnings) would follow our
 # one-line errors; silence them before anything imports cv2.

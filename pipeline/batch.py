@@ -2,21 +2,28 @@
 
 Each video's JSON Lines are what `edgegaze run --profile P --json` writes for it (the same
 run_to_outputs), first into a temp file renamed into place when the video is complete, so a
-file present under OUT is finished: a rerun skips it. A failing video is retried (Ray's
-max_retries), then reported in summary.json and on the console; the others go on.
+file present under OUT is finished. Beside it `<name>.source.json` records where it came from
+(the video's path, size and mtime; the profile's stages and runtime, --param and --max-frames as
+one sha256; the edgegaze version): a rerun skips a video only when that record matches; a record
+that names another video with the same name takes a longer name (never a collision); one that
+names this video but another size, mtime, profile or version stops the batch with one line
+before any work, unless --force redoes it. A failing video is retried (Ray's max_retries), then
+reported in summary.json and on the console; the others go on. A video whose output cannot be
+written (a full disk) fails at once, its files removed.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
 
-from pipeline.errors import EdgegazeError
-from pipeline.paths import atomic_write, check_out_dir, expand
+from pipeline import __version__
+from pipeline.errors import EdgegazeError, WriteError
+from pipeline.paths import atomic_write, check_out_dir, expand, json_object
 from pipeline.sources import VIDEO_EXTENSIONS
 
 MAX_RETRIES = 2
@@ -52,11 +59,69 @@ def output_names(videos: list[Path]) -> dict[Path, str]:
     return {v: n + ".jsonl" for v, n in names.items()}
 
 
-def process_video(video: str, profile: dict, dest: str, max_frames: int | None, params: list[str] | None = None) -> dict:
+def record_path(output: Path) -> Path:
+    """`<stem>.source.json` beside `<stem>.jsonl`."""
+    return output.with_name(output.name.removesuffix(".jsonl") + ".source.json")
+
+
+def settings_sha256(profile: dict, params: list[str] | None, max_frames: int | None) -> str:
+    """What, besides the video, decides a batch output: the profile's stages and runtime, --param
+    and --max-frames (not its measured figures or the machine it was measured on)."""
+    settings = {"stages": profile.get("stages"), "runtime": profile.get("runtime", {}),
+                "params": sorted(params or []), "max_frames": max_frames}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def source_record(video: Path, settings: str) -> dict:
+    st = video.stat()
+    return {"video": str(video.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "settings_sha256": settings, "edgegaze": __version__}
+
+
+def _differs(had: dict, want: dict) -> str:
+    """Why an output recorded as `had` is not the one `want` asks for."""
+    if (had.get("size"), had.get("mtime_ns")) != (want["size"], want["mtime_ns"]):
+        return f"{want['video']} has changed since (size or mtime differ)"
+    if had.get("settings_sha256") != want["settings_sha256"]:
+        return "with another profile, --param or --max-frames"
+    return f"by edgegaze {had.get('edgegaze')}, not {want['edgegaze']}"
+
+
+def plan(videos: list[Path], out: Path, records: dict[Path, dict], force: bool = False) -> tuple[dict, list]:
+    """Each video's output name under `out`, and the videos to process. A name whose record names
+    another video is left to it (a longer name is taken); an output of this video made from other
+    inputs is an error naming why, unless `force`."""
+    names, todo, taken = {}, [], set()
+    for v, first in output_names(videos).items():
+        options = [first, f"{v.parent.name}__{v.stem}.jsonl", f"{v.parent.name}__{v.name}.jsonl",
+                   f"{v.parent.name}__{v.stem}-{hashlib.sha256(records[v]['video'].encode()).hexdigest()[:8]}.jsonl"]
+        names[v] = next((n for n in options if n not in taken and _ours(out / n, records[v])), options[-1])
+        taken.add(names[v])
+        output, had = out / names[v], json_object(record_path(out / names[v]))
+        if not output.exists():
+            todo.append(v)
+        elif had != records[v]:
+            if not force:
+                why = "has no record of the video it came from" if had is None else f"was made {_differs(had, records[v])}"
+                raise EdgegazeError(f"--out {out}: {names[v]} {why}; --force redoes it (and any other such video), "
+                                    "or give another --out")
+            todo.append(v)
+    return names, todo
+
+
+def _ours(output: Path, record: dict) -> bool:
+    """Whether `output` may be this video's: free, or recorded as made from the same file."""
+    had = json_object(record_path(output))
+    return had is None or had.get("video") == record["video"]  # none: free, or an older output plan checks
+
+
+def process_video(video: str, profile: dict, dest: str, max_frames: int | None, params: list[str] | None = None,
+                  record: dict | None = None) -> dict:
     """One video (inside a Ray task): the profile's pipeline (with --param stage parameters), JSON
-    Lines written atomically; {"error": message} for a file that is not a video."""
+    Lines written atomically after its source record; {"error": message} for a file that is not a
+    video, or an output that cannot be written (a retry fails the same way)."""
     from pipeline import profile as profiles
-    from pipeline.outputs import part_path, run_to_outputs
+    from pipeline.outputs import run_to_outputs
     from pipeline.sources import open_source
 
     try:
@@ -64,19 +129,22 @@ def process_video(video: str, profile: dict, dest: str, max_frames: int | None, 
     except EdgegazeError as e:  # not a video, or corrupt: a retry fails the same way, and Ray would print its traceback
         return {"error": str(e)}
     pipeline = profiles.build_pipeline(profile, params=params)
-    tmp = part_path(dest)
-    s = run_to_outputs(pipeline, source, str(tmp), progress=False)
+    try:
+        if record is not None:  # first: an output never stands without its record
+            atomic_write(record_path(Path(dest)), json.dumps(record, indent=1))
+        s = run_to_outputs(pipeline, source, dest, progress=False, partial=False)
+    except WriteError as e:
+        record_path(Path(dest)).unlink(missing_ok=True)
+        return {"error": str(e)}
     if s.interrupted:
-        tmp.unlink(missing_ok=True)  # a part file would look like work in progress
         raise EdgegazeError(f"{video}: interrupted")
-    os.replace(tmp, dest)
     return {"frames": s.frames, "frames_with_face": s.frames_with_face, "seconds": round(s.seconds, 3)}
 
 
 def _collect(ray, pending: dict, rows: dict, log) -> None:
     """Wait for one task and record its outcome (a task that exhausted its retries is 'failed')."""
     done, _ = ray.wait(list(pending), num_returns=1)
-    video = pending.pop(done[0])
+    video = pending.pop(done[0])[0]
     try:
         result = ray.get(done[0])
     except Exception as e:  # a RayTaskError: the worker's own exception is its .cause
@@ -91,11 +159,11 @@ def _collect(ray, pending: dict, rows: dict, log) -> None:
 
 
 def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, address: str | None = None,
-              max_frames: int | None = None, log=print, params: list[str] | None = None) -> dict:
-    """Process every video not finished yet, at most `workers` at once; write summary.json."""
+              max_frames: int | None = None, log=print, params: list[str] | None = None, force: bool = False) -> dict:
+    """Process every video not finished yet from the same inputs, at most `workers` at once;
+    write summary.json. `force` redoes outputs made from other inputs (see plan)."""
     from pipeline import cluster
     from pipeline import profile as profiles
-    from pipeline.outputs import part_path
 
     if workers < 1:
         raise EdgegazeError("--workers must be at least 1")
@@ -106,34 +174,44 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     profiles.build_pipeline(profile, params=params)
     if address:  # before --out is made
         cluster.check_reachable(address)
+    settings = settings_sha256(profile, params, max_frames)
+    records = {v: source_record(v, settings) for v in videos}
+    names, todo = plan(videos, expand(out, "--out"), records, force)
     out = check_out_dir(out)
-    names = output_names(videos)
     rows = {str(v): {"video": str(v), "output": names[v], "status": "skipped"} for v in videos}
-    todo = [v for v in videos if not (out / names[v]).exists()]
     ray = cluster.init(address, num_cpus=workers)
     task = ray.remote(process_video).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=True)
-    t0, pending = time.perf_counter(), {}
-    try:
-        for v in todo:
-            if len(pending) >= workers:
-                _collect(ray, pending, rows, log)
-            pending[task.remote(str(v), profile, str(out / names[v]), max_frames, params)] = str(v)
-        while pending:
-            _collect(ray, pending, rows, log)
-    except KeyboardInterrupt:  # Ctrl-C: stop the videos in hand and leave no part files of them
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        ray.wait(list(pending), num_returns=len(pending), timeout=10)  # the workers are gone before the unlink
-        for video in pending.values():
-            tmp = part_path(out / names[Path(video)])  # process_video's temp file, and run_to_outputs' own under it
-            for part in (tmp, part_path(tmp)):
-                part.unlink(missing_ok=True)
-        raise
+    t0 = time.perf_counter()
+    jobs = [(str(v), profile, str(out / names[v]), max_frames, params, records[v]) for v in todo]
+    _run_tasks(ray, task, jobs, workers, rows, log)
     seconds = time.perf_counter() - t0
     frames = sum(r.get("frames", 0) for r in rows.values() if r["status"] == "done")
-    summary = {"profile": str(profile_path), "workers": workers, "max_retries": MAX_RETRIES, "seconds": round(seconds, 2),
-               "frames": frames, "frames_per_s": round(frames / seconds, 2) if seconds and frames else 0.0,
+    summary = {"profile": str(profile_path), "settings_sha256": settings, "workers": workers, "max_retries": MAX_RETRIES,
+               "seconds": round(seconds, 2), "frames": frames,
+               "frames_per_s": round(frames / seconds, 2) if seconds and frames else 0.0,
                **{k: sum(r["status"] == k for r in rows.values()) for k in ("done", "skipped", "failed")},
                "videos": list(rows.values())}
     atomic_write(out / "summary.json", json.dumps(summary, indent=1))
     return summary
+
+
+def _run_tasks(ray, task, jobs: list[tuple], workers: int, rows: dict, log) -> None:
+    """One task per job, at most `workers` pending; Ctrl-C stops the videos in hand and leaves no
+    part file of them."""
+    from pipeline.outputs import part_path
+
+    pending = {}
+    try:
+        for job in jobs:
+            if len(pending) >= workers:
+                _collect(ray, pending, rows, log)
+            pending[task.remote(*job)] = job
+        while pending:
+            _collect(ray, pending, rows, log)
+    except KeyboardInterrupt:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        ray.wait(list(pending), num_returns=len(pending), timeout=10)  # the workers are gone before the unlink
+        for job in pending.values():
+            part_path(job[2]).unlink(missing_ok=True)
+        raise

@@ -1,5 +1,5 @@
 """The values a number may take, and how to say them: one notion for command-line options
-(cli.number) and stage parameters (stages.base.Param). No heavy imports: the CLI builds its
+(arguments.number) and stage parameters (stages.base.Param). No heavy imports: the CLI builds its
 parser with it before any model is loaded."""
 
 from __future__ import annotations

@@ -1,31 +1,29 @@
-"""Conversion of zoo sources (TFLite, ONNX, OpenVINO IR, PyTorch modules) to OpenVINO IR.
+"""Conversion of zoo sources (TFLite, ONNX, OpenVINO IR, PyTorch checkpoints and modules) to OpenVINO IR.
 
 Every IR edgegaze writes takes u8 NHWC BGR images at the model's native size: layout, colour
 order, mean and scale are embedded with OpenVINO's PrePostProcessor, so stages only crop and
 resize. Weight conversion chains are folded first (see fold_weights). Provenance is recorded in
 the IR's rt_info and in provenance.json beside it, with the sha256 of the IR's own xml and bin;
-an IR whose provenance matches and whose files are intact is not rebuilt. Every IR is verified
-before it is compiled (see ensure_intact): a damaged one is rebuilt from its verified source.
+an IR whose provenance matches and whose files are intact is not rebuilt. prepare() verifies an
+IR before a pipeline uses it: a damaged one is rebuilt from its verified source. The folders are
+written as modelcache.py says, so many processes can share one cache.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
-import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 import openvino as ov
-from filelock import FileLock
 from openvino import passes
 from openvino.preprocess import ColorFormat, PrePostProcessor
 
-from pipeline import __version__, paths, zoo
-from pipeline.errors import EdgegazeError
-from pipeline.runtime import core
+from pipeline import __version__, modelcache, paths, tddfa_net, zoo
+from pipeline.errors import EdgegazeError, WriteError
 
 PRECISIONS = ("FP32", "FP16")
 
@@ -68,90 +66,56 @@ def embed_preprocessing(model: ov.Model, spec_input: dict) -> ov.Model:
     return ppp.build()
 
 
+@lru_cache(maxsize=1)
+def _reader() -> ov.Core:
+    """Reads source models; compiling is runtime's (this module sits below it)."""
+    return ov.Core()
+
+
 def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) -> Path:
-    """Write <ir>/<model-id>/<precision>/ atomically: a finished folder replaces the old one whole."""
+    """Write <ir>/<model-id>/<precision>/ in a temp folder and put it in place whole (modelcache.install)."""
     final = paths.ir_dir(model_id, precision)
     for key, value in provenance.items():
         model.set_rt_info(str(value), ["edgegaze", key])
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{precision}.", dir=final.parent))
+        tmp = modelcache.new_temp_dir(model_id, precision)
     except OSError as e:
         raise EdgegazeError(f"cannot write IR to {final.parent} ({e.strerror}); set EDGEGAZE_HOME to a writable folder") from None
     try:
         ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=(precision == "FP16"))
-        provenance = {**provenance, "ir_sha256": ir_hashes(tmp / f"{model_id}.xml")}
+        provenance = {**provenance, "ir_sha256": modelcache.ir_hashes(tmp / f"{model_id}.xml")}
         (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2))
-        # two runs that found the IR missing may finish at once: the second rename met the first's
-        # folder (Directory not empty); one at a time, the later folder replaces the earlier whole
-        with FileLock(final.parent / f".{precision}.lock"):
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
+        modelcache.install(tmp, final)
+    except OSError as e:
+        raise WriteError(final, e) from None
+    except RuntimeError as e:  # OpenVINO's writer: a full disk reads as "basic_ios::clear: iostream error"
+        raise WriteError(final, _why_not_written(tmp, e)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / f"{model_id}.xml"
 
 
-def ir_hashes(xml: Path) -> dict:
-    return {"xml": zoo.sha256(xml), "bin": zoo.sha256(xml.with_suffix(".bin"))}
-
-
-def _stamp(xml: Path) -> dict:
-    return {k: [p.stat().st_size, p.stat().st_mtime_ns] for k, p in (("xml", xml), ("bin", xml.with_suffix(".bin")))}
-
-
-def ir_problem(xml: Path) -> str | None:
-    """Why this IR is damaged, or None. Cheap when its files are as last verified (size and mtime);
-    else the recorded sha256 of xml and bin, and always: the bin holds every weight the xml names."""
-    bin_path = xml.with_suffix(".bin")
-    if not (xml.exists() and bin_path.exists()):
-        return "its .xml or .bin is missing"
-    # the stamp lives outside the IR folder, which save_ir replaces whole
-    stamp_file = xml.parents[2] / ".verified" / f"{xml.parent.parent.name}@{xml.parent.name}.json"
-    stamp = _stamp(xml)
-    if paths.json_object(stamp_file) == stamp:
-        return None
-    end = max((int(o) + int(n) for o, n in re.findall(r'<data [^>]*?offset="(\d+)"[^>]*?size="(\d+)"', xml.read_text())),
-              default=0)
-    if bin_path.stat().st_size < end:
-        return f"its .bin is truncated ({bin_path.stat().st_size} of {end} bytes)"
-    provenance = provenance_of_dir(xml.parent)
-    if provenance is None:
-        return f"its provenance.json is {'unreadable' if (xml.parent / 'provenance.json').exists() else 'missing'}"
-    recorded = provenance.get("ir_sha256")
-    if not recorded:  # hand-edited or lost: the files cannot be checked, so they are not trusted
-        return "its provenance.json records no sha256 of the IR"
-    if ir_hashes(xml) != recorded:
-        return "its .xml or .bin does not match the sha256 recorded when it was written"
+def _why_not_written(folder: Path, error: RuntimeError) -> OSError:
+    """OpenVINO's writer gives no errno: a write of our own (1 MiB) in the same folder tells the
+    system's reason (ENOSPC, EIO...); if that write succeeds, OpenVINO's words are all there is."""
+    probe = folder / ".probe"
     try:
-        paths.atomic_write(stamp_file, json.dumps(stamp))
-    except OSError:
-        pass  # a read-only model folder: verified again next time
-    return None
+        with open(probe, "wb") as fh:
+            fh.write(bytes(1 << 20))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:
+        return e
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass  # a file system that failed may have turned read-only
+    return OSError(0, str(error).strip().splitlines()[-1])
 
 
 def _warn(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-def ensure_intact(model_id: str, precision: str, xml: Path, log=_warn) -> Path:
-    """`xml` if intact; a damaged FP32/FP16/published IR is rebuilt from its verified source,
-    any other (INT8, pruned) is refused with the command that remakes it."""
-    problem = ir_problem(xml)
-    if problem is None:
-        return xml
-    spec = zoo.get(model_id)
-    if precision in spec.precisions:
-        log(f"edgegaze: {model_id} {precision} IR is damaged ({problem}); rebuilding it from its source")
-        return convert(spec, precision, force=True, log=lambda *_: None)
-    how = ("edgegaze optimize quantize --force --model " + model_id + " --calib VIDEO" if precision == "INT8"
-           else f"edgegaze optimize prune --model {model_id} ... --tag {precision}")
-    raise EdgegazeError(f"the {precision} IR of {model_id} at {xml.parent} is damaged ({problem}); remake it with: {how}")
-
-
-def provenance_of_dir(folder: Path) -> dict | None:
-    return paths.json_object(folder / "provenance.json")
 
 
 def provenance_of(model_id: str, precision: str) -> dict | None:
@@ -162,16 +126,30 @@ def provenance_of(model_id: str, precision: str) -> dict | None:
     return paths.json_object(path)
 
 
+def read_source(spec: zoo.ModelSpec, sources: list[Path]) -> ov.Model:
+    """The source model of verified source files. OpenVINO reads TFLite, ONNX and IR itself; a PyTorch
+    checkpoint holds weights only, so its network is built by edgegaze's own definition, without torch."""
+    if spec.format == "pytorch":
+        return tddfa_net.read_model(sources)  # the zoo's one PyTorch source: 3DDFA_V2's MobileNetV1
+    return _reader().read_model(str(next(p for p in sources if p.suffix in (".tflite", ".onnx", ".xml"))))
+
+
 def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, log=print) -> Path:
     """Convert one zoo model to IR of `precision`; a no-op when an up-to-date IR exists.
 
     FP32/FP16 are built from the source files; a published precision such as OMZ's FP16-INT8 is
-    taken as is (only preprocessing is embedded).
+    taken as is (only preprocessing is embedded). A second process converting the same model
+    waits, then finds it up to date.
     """
     if precision not in spec.precisions:
         raise EdgegazeError(f"{spec.id} converts to {', '.join(spec.precisions)}, not {precision}")
-    src_precision = precision if precision not in PRECISIONS else spec.source_precision
     paths.check_home()  # else EDGEGAZE_HOME naming a file reads as "not fetched"
+    with modelcache.building(spec.id, precision):
+        return _convert(spec, precision, force, log)
+
+
+def _convert(spec: zoo.ModelSpec, precision: str, force: bool, log) -> Path:
+    src_precision = precision if precision not in PRECISIONS else spec.source_precision
     sources = zoo.verified_source(spec, src_precision)
     provenance = {
         "model_id": spec.id,
@@ -184,13 +162,12 @@ def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, l
     have = {k: v for k, v in (provenance_of(spec.id, precision) or {}).items() if k != "ir_sha256"}
     xml = paths.ir_path(spec.id, precision)
     if not force and have == provenance:
-        problem = ir_problem(xml)
+        problem = modelcache.ir_problem(xml)
         if problem is None:
             log(f"{spec.id} {precision}: up to date")
             return xml
         log(f"{spec.id} {precision}: {problem}; rebuilding")
-    source = next(p for p in sources if p.suffix in (".tflite", ".onnx", ".xml"))
-    model = core().read_model(str(source))
+    model = read_source(spec, sources)
     if precision in PRECISIONS:
         fold_weights(model)
     if spec.batch != 1:
@@ -214,19 +191,26 @@ def convert_torch(module, example_input, model_id: str, precision: str = "FP32",
 
 
 def prepare(model_id: str, precision: str = "FP32", log=print) -> Path:
-    """The IR of a zoo model, fetching and converting it first when that is possible.
-
-    FP32/FP16 and published precisions are made on demand (the mirror comes from EDGEGAZE_MIRROR
-    for OMZ files); optimized forms such as INT8 must be made by their command.
-    """
-    path = paths.ir_path(model_id, precision)
+    """The IR of a zoo model, verified; when it is missing or damaged and edgegaze can make it
+    (FP32/FP16 and published precisions; the mirror comes from EDGEGAZE_MIRROR for OMZ files), it
+    is fetched and converted, once, while other processes that need it wait. Optimized forms
+    such as INT8 are refused with the command that makes them."""
     spec = zoo.get(model_id)
+    xml = paths.ir_path(model_id, precision)
+    with modelcache.reading(xml):
+        problem = modelcache.ir_problem(xml)
+    if problem is None:
+        return xml
     if precision not in spec.precisions:
-        from pipeline.runtime import ir_file
-
-        return ir_file(model_id, precision)  # exists, or a clear error naming the command
-    src_precision = precision if precision not in PRECISIONS else spec.source_precision
-    if not spec.is_cached(src_precision):
-        log(f"{model_id}: fetching")
-        zoo.fetch(spec, log=log)
-    return convert(spec, precision, log=lambda *_: None) if not path.exists() else path
+        raise modelcache.unusable(model_id, precision, problem)
+    paths.check_home()
+    with modelcache.building(model_id, precision):
+        if modelcache.ir_problem(xml) is None:  # made by the process this one waited for
+            return xml
+        if xml.exists():
+            _warn(f"edgegaze: {model_id} {precision} IR is damaged ({problem}); rebuilding it from its source")
+        src_precision = precision if precision not in PRECISIONS else spec.source_precision
+        if not spec.is_cached(src_precision):
+            log(f"{model_id}: fetching")
+            zoo.fetch(spec, log=log)
+        return _convert(spec, precision, force=True, log=lambda *_: None)

@@ -3,15 +3,19 @@
 Every JSON line is written whole and flushed, so an interrupted run (Ctrl-C, a camera that goes
 away) leaves a valid file up to the last frame; the video is finalised the same way, and both
 hold exactly the frames counted. Outputs are written under a `.part` name and appear under their
-own name at the end; a run that fails before its first frame leaves nothing. A symlink output is
+own name at the end; a run that fails before its first frame leaves nothing. An output that cannot
+be written whole (a full disk, an I/O error; the video is counted back after it is closed) stops
+the run with WriteError and none of its outputs is kept. A symlink output is
 written through to its target, a FIFO or device (/dev/stdout) directly, without a `.part`. The
 schema of one line is pipeline/schemas/frame.schema.json.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -24,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pipeline.draw import annotate
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import check_writable_file, output_target
 from pipeline.results import FaceResult
 from pipeline.runner import FrameResult, Pipeline
@@ -137,12 +141,28 @@ class _VideoOut:
         self.frames += 1
 
     def close(self, keep: bool) -> None:
-        if self.writer is not None:
-            self.writer.release()
-            if keep and self.tmp != self.path:
-                os.replace(self.tmp, self.path)
-        if self.tmp != self.path and self.tmp.exists():
-            self.tmp.unlink()
+        """Finish the file; kept under its name only when it holds every frame written (OpenCV's
+        writer reports no error: a full disk left a file of 0 decodable frames and exit 0)."""
+        try:
+            if self.writer is not None:
+                self.writer.release()
+                if keep and self.tmp != self.path:
+                    self._check_frames()
+                    os.replace(self.tmp, self.path)
+        finally:
+            if self.tmp != self.path:
+                try:
+                    self.tmp.unlink(missing_ok=True)
+                except OSError:
+                    pass  # a file system that failed may refuse; the run says it could not write
+
+    def _check_frames(self) -> None:
+        held = int(max(cv2.VideoCapture(str(self.tmp)).get(cv2.CAP_PROP_FRAME_COUNT), 0))
+        if held != self.frames:
+            free = shutil.disk_usage(self.tmp.parent).free
+            error = OSError(errno.ENOSPC if free < self.tmp.stat().st_size / max(self.frames, 1) else errno.EIO,
+                            f"the file holds {held} of the {self.frames} frames written ({free} bytes free there)")
+            raise WriteError(self.path, error)
 
 
 @contextmanager
@@ -183,75 +203,121 @@ class _JsonLines:
         self.tmp = self.path if in_place else part_path(self.path)
 
     def write(self, record: dict) -> None:
-        # a stream is appended to: /dev/stdout may be a file the shell opened with `>>`
-        self.fh = self.fh or open(self.tmp, "a" if self.tmp == self.path else "w")
-        if self.last is not None:
-            self.fh.write(json.dumps(self.last) + "\n")
-            self.fh.flush()
+        try:
+            # a stream is appended to: /dev/stdout may be a file the shell opened with `>>`
+            self.fh = self.fh or open(self.tmp, "a" if self.tmp == self.path else "w")
+            if self.last is not None:
+                self.fh.write(json.dumps(self.last) + "\n")
+                self.fh.flush()
+        except OSError as e:
+            raise WriteError(self.path, e, removed=self._discard()) from None
         self.last = record
 
     def close(self, keep: bool, skipped: dict) -> None:
         if self.fh is None:
             return
-        if skipped:
-            self.last["skipped"] = skipped
-        self.fh.write(json.dumps(self.last) + "\n")
-        self.fh.close()
-        if self.tmp == self.path:  # written in place: nothing to rename or remove
+        if not keep:
+            self._discard()
             return
-        if keep:
+        try:
+            if skipped:
+                self.last["skipped"] = skipped
+            self.fh.write(json.dumps(self.last) + "\n")
+            self.fh.close()
+        except OSError as e:
+            raise WriteError(self.path, e, removed=self._discard()) from None
+        if self.tmp != self.path:  # written in place: nothing to rename
             os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink()
+
+    def _discard(self) -> bool:
+        """Close and remove the part file; whether it is gone (a file system that failed may refuse)."""
+        try:
+            if self.fh is not None:
+                self.fh.close()  # a full disk fails the flush again; the descriptor is closed all the same
+        except OSError:
+            pass
+        self.fh = None
+        if self.tmp == self.path:
+            return False
+        try:
+            self.tmp.unlink(missing_ok=True)
+        except OSError:
+            return False
+        return True
 
 
 def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = None,
-                   video_path: str | None = None, show: bool = False, progress: bool = True) -> RunSummary:
+                   video_path: str | None = None, show: bool = False, progress: bool = True,
+                   partial: bool = True) -> RunSummary:
     """Drive `pipeline` over `source`, writing what was asked; returns counts and FPS.
 
     The JSON Lines, the video and the count hold the same frames. Ctrl-C, or a source that fails
-    mid-run, ends the run with every finished frame saved."""
+    mid-run, ends the run with every finished frame saved (partial=False: with no output, as batch
+    wants). An output that cannot be written whole raises WriteError, and no output is kept."""
     check_outputs(json_path, video_path, show, getattr(source, "src", None))
     summary = RunSummary()
     jsonl = _JsonLines(json_path) if json_path else None
     video = _VideoOut(video_path, source.fps) if video_path else None
     start = time.perf_counter()
     bar = tqdm(total=len(source) or None, unit="frame", disable=None if progress else True, leave=False)  # None: only on a terminal
-    ok = False
+    ok = write_failed = False
     try:
         with stop_on_ctrl_c() as stop:
-            for fr in pipeline.run(prefetch(source)):
-                image = annotate(fr.image, fr, (summary.frames + 1) / max(time.perf_counter() - start, 1e-6)) \
-                    if (video or show) else None
-                if video:
-                    video.write(image)
-                if jsonl:
-                    jsonl.write(frame_record(fr))
-                summary.frames += 1
-                summary.frames_with_face += bool(fr.faces)
-                summary.detector_frames += fr.detector_ran
-                bar.update()
-                if show:
-                    cv2.imshow("edgegaze", image)
-                    if cv2.waitKey(1) & 0xFF in (27, ord("q")):
-                        break
-                if stop.is_set():
-                    summary.interrupted = True
-                    break
+            _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start)
         ok = True
     except KeyboardInterrupt:
         summary.interrupted = ok = True
+    except WriteError:
+        write_failed = True
+        raise
     finally:
         summary.seconds = time.perf_counter() - start
         # any iterable of frames is a source; only a sources.Source counts what it skipped
         skipped = source.skipped() if hasattr(source, "skipped") else {}
         summary.skipped_note = source.skipped_note() if skipped else ""
         bar.close()
-        keep = ok or summary.frames > 0  # an error after some frames keeps what was finished
-        if jsonl:
-            jsonl.close(keep, skipped)
-        if video:
-            video.close(keep)
+        # an error after some frames keeps what was finished; a write error keeps nothing
+        keep = not write_failed and (ok or (partial and summary.frames > 0))
+        _close(jsonl, video, keep and not (summary.interrupted and not partial), skipped)
         if show:
             cv2.destroyAllWindows()
     return summary
+
+
+def _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start) -> None:
+    for fr in pipeline.run(prefetch(source)):
+        image = annotate(fr.image, fr, (summary.frames + 1) / max(time.perf_counter() - start, 1e-6)) \
+            if (video or show) else None
+        if video:
+            video.write(image)
+        if jsonl:
+            jsonl.write(frame_record(fr))
+        summary.frames += 1
+        summary.frames_with_face += bool(fr.faces)
+        summary.detector_frames += fr.detector_ran
+        bar.update()
+        if show:
+            cv2.imshow("edgegaze", image)
+            if cv2.waitKey(1) & 0xFF in (27, ord("q")):
+                break
+        if stop.is_set():
+            summary.interrupted = True
+            break
+
+
+def _close(jsonl: _JsonLines | None, video: _VideoOut | None, keep: bool, skipped: dict) -> None:
+    """Finish the outputs: all kept, or (one could not be written whole) none, and WriteError."""
+    try:
+        if video:
+            video.close(keep)
+    except WriteError:
+        if jsonl:
+            jsonl.close(False, skipped)
+        raise
+    try:
+        if jsonl:
+            jsonl.close(keep, skipped)
+    except WriteError:
+        if video and keep and video.tmp != video.path:
+            video.path.unlink(missing_ok=True)
+        raise

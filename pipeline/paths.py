@@ -19,7 +19,7 @@ from typing import Callable
 
 import platformdirs
 
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, WriteError
 
 CHECKOUT_MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -61,13 +61,24 @@ def output_target(path: str | Path) -> tuple[Path, bool]:
 
 
 @functools.cache
+def _umask() -> int:
+    """Read once: reading the umask sets it for a moment, process-wide."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def file_mode() -> int:
     """The mode open() gives a new file (0o666 less the umask). mkstemp makes its files 0600, so a
     file written through one would otherwise be unreadable to the user's group and the web server
-    that serves a report. Read once: reading the umask sets it for a moment, process-wide."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    that serves a report."""
+    return 0o666 & ~_umask()
+
+
+def dir_mode() -> int:
+    """The mode mkdir() gives a new folder (0o777 less the umask); mkdtemp makes 0700, which other
+    users of a shared model cache cannot enter."""
+    return 0o777 & ~_umask()
 
 
 def temp_beside(path: Path, suffix: str = "") -> tuple[int, str]:
@@ -81,15 +92,29 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
     """Write a file so that readers see the old one or the whole new one, never half of it.
 
     `data` is the content, or a function that writes a given temporary path (e.g. fig.savefig).
-    A symlink gets a new target file; a FIFO or a device is written in place (see output_target)."""
+    A symlink gets a new target file; a FIFO or a device is written in place (see output_target).
+    A write that fails (a full disk, an I/O error) leaves the old file as it was and raises
+    WriteError, one line that names the file."""
     path, in_place = output_target(path)
-    if in_place:
-        if callable(data):
-            data(str(path))
+    try:
+        if in_place:
+            _write_in_place(path, data)
         else:
-            with open(path, "ab") as fh:  # append: /dev/stdout may be a file opened with `>>`
-                fh.write(data.encode() if isinstance(data, str) else data)
-        return path
+            _write_replacing(path, data)
+    except OSError as e:
+        raise WriteError(path, e, removed=not in_place) from None
+    return path
+
+
+def _write_in_place(path: Path, data) -> None:
+    if callable(data):
+        data(str(path))
+    else:
+        with open(path, "ab") as fh:  # append: /dev/stdout may be a file opened with `>>`
+            fh.write(data.encode() if isinstance(data, str) else data)
+
+
+def _write_replacing(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = temp_beside(path, path.suffix)
     try:
@@ -102,7 +127,6 @@ def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) 
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return path
 
 
 def json_object(path: str | Path) -> dict | None:

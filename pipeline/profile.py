@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.errors import EdgegazeError
@@ -76,7 +78,7 @@ def write(path: str | Path, profile: dict) -> Path:
     return atomic_write(path, dumps(profile))
 
 
-def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> dict:
+def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)) -> dict:
     """Read and check a profile; warn (one line) when it was measured on another CPU."""
     path = Path(path)
     if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`
@@ -89,7 +91,7 @@ def load(path: str | Path, warn=lambda line: print(line, file=sys.stderr)) -> di
         raise EdgegazeError(f"profile {path} is not valid TOML ({e}); remake it with `edgegaze optimize pipeline`") from None
     if profile.get("version") != VERSION or not isinstance(profile.get("stages"), dict) or "face" not in profile["stages"]:
         raise EdgegazeError(f"profile {path} is not an edgegaze deployment profile version {VERSION} (needs [stages] face = ...)")
-    problem = _problem(profile)
+    problem = _problem(profile) or stage_problem(profile["stages"])
     if problem:
         raise EdgegazeError(f"profile {path}: {problem}; fix it or remake it with `edgegaze optimize pipeline`")
     made_on = profile.get("machine", {}).get("cpu")
@@ -126,16 +128,71 @@ def _problem(profile: dict) -> str | None:
     return None
 
 
-def pipeline_kwargs(profile: dict) -> dict:
-    """Keyword arguments of Pipeline.from_set for this profile (stages carry their own precision)."""
+def stage_problem(stages: dict) -> str | None:
+    """Whether each [stages] entry is a stage of its kind with what it requires (None: it is), told
+    in the profile's terms, before any command measures or runs it: `report` measured every model
+    of a profile with a gaze model as its face stage before refusing it, and `run` named --face."""
+    from pipeline import stages as impls
+
+    chosen = {k: v.partition("@")[0] for k, v in stages.items() if v != "none"}
+    if "face" not in chosen:
+        return "[stages] face is \"none\"; a pipeline needs a face detector"
+    for kind, impl in chosen.items():
+        if impl not in (known := impls.implementations()):
+            return f"[stages] {kind} = \"{stages[kind]}\": unknown stage implementation '{impl}'; valid: {', '.join(known)}"
+        if (is_kind := impls.stage_class(impl).kind) != kind:
+            return f"[stages] {kind} = \"{stages[kind]}\" is a {is_kind.replace('_', '-')} stage, not a {kind.replace('_', '-')} stage"
+        needs = {**({"landmarks": None} if kind != "face" else {}), **impls.stage_class(impl).requires}
+        for need, want in needs.items():
+            if not chosen.get(need) or want not in (None, chosen[need]):
+                what = f'{need} = "{want}"' if want else f"a {need.replace('_', '-')} stage"
+                return f"[stages] {kind} = \"{stages[kind]}\" needs {what}"
+    return None
+
+
+@dataclass
+class PipelineOptions:
+    """What builds a pipeline (Pipeline.from_set's arguments): a zoo set at one precision, per-stage
+    swaps (a zoo id, ID@PRECISION for a stage at its own precision, or "none"), the runtime settings
+    and stage parameters. A deployment profile sets the stages and the runtime settings (with_profile)."""
+
+    models: str = "mediapipe"
+    precision: str = "FP32"
+    device: str = "CPU"
+    face: str | None = None
+    landmarks: str | None = None
+    head_pose: str | None = None
+    gaze: str | None = None
+    eye_state: str | None = None
+    tracking: bool = True
+    redetect_every: int = 30
+    async_mode: bool = False
+    threads: int | None = None  # inference threads per model; None: edgegaze's default (1), 0: OpenVINO chooses
+    hint: str = "LATENCY"
+    max_faces: int = 1
+    params: list[str] | dict | None = None  # ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}}
+
+    def build(self, **kw):
+        """The pipeline (runner.Pipeline); kw: other Pipeline.from_set arguments, e.g. prepare=False."""
+        from pipeline.runner import Pipeline
+
+        return Pipeline.from_set(**{**vars(self), **kw})
+
+
+def with_profile(options: PipelineOptions, profile: dict) -> tuple[PipelineOptions, list[str]]:
+    """`options` with a profile's stages (each ID@PRECISION) and runtime settings in place of its own,
+    and the names of the options it replaced that were not at their defaults (the profile wins;
+    the caller says so). A runtime key the profile lacks takes edgegaze's default."""
     runtime = profile.get("runtime", {})
-    kw = {k: v for k, v in profile["stages"].items() if k in KINDS}
-    kw.update(tracking=bool(runtime.get("tracking", True)), redetect_every=int(runtime.get("redetect_every", 30)),
-              async_mode=bool(runtime.get("async_mode", False)), threads=runtime.get("threads"))  # 0: OpenVINO chooses; absent: the edgegaze default
-    return kw
+    sets = {"models": "mediapipe", "precision": "FP32",  # every stage names its own model and precision
+            **{kind: profile["stages"][kind] for kind in KINDS},
+            "tracking": bool(runtime.get("tracking", True)), "redetect_every": int(runtime.get("redetect_every", 30)),
+            "async_mode": bool(runtime.get("async_mode", False)), "threads": runtime.get("threads")}
+    default = PipelineOptions()
+    replaced = [name for name in sets if getattr(options, name) != getattr(default, name)]
+    return replace(options, **sets), replaced
 
 
 def build_pipeline(profile: dict, device: str = "CPU", **kw):
-    from pipeline.runner import Pipeline
-
-    return Pipeline.from_set("mediapipe", "FP32", device, **{**pipeline_kwargs(profile), **kw})
+    """A profile's pipeline; kw: other options (max_faces, params, ...) or Pipeline.from_set arguments."""
+    return with_profile(PipelineOptions(device=device), profile)[0].build(**kw)

@@ -1,10 +1,10 @@
 """Typed per-face results shared by every stage, the runner, reports and the mouse app.
 
-Conventions (written once, also in the README):
+Conventions (written once, also in docs/run.md):
 - Image coordinates are pixels of the full frame: x to the right, y down.
 - Angles are degrees.
 - Head pose follows OpenVINO's head-pose-estimation-adas-0001 outputs; every head-pose stage maps
-  to the same signs (see README "Conventions").
+  to the same signs (see docs/run.md, "Conventions").
 - The gaze vector is a unit vector in the camera frame: x to the image right, y up, z from the
   eyes toward the camera (OMZ gaze-estimation-adas-0002's x and y; its raw z points away from the
   camera, so omz_gaze negates it). Looking straight into the lens
@@ -33,6 +33,8 @@ class Face:
 
 @dataclass
 class Landmarks:
+    """Facial landmarks of one face: FaceMesh's 468 points or OMZ's 5, eye centres and corners."""
+
     points: np.ndarray  # (N, 2) or (N, 3) frame pixels (z in pixel units, model-relative)
     score: float  # face presence confidence in [0, 1]
     right_eye: np.ndarray  # (2,) subject's right eye centre (image left for a frontal face)
@@ -42,6 +44,9 @@ class Landmarks:
 
 @dataclass
 class HeadPose:
+    """Degrees, head-pose-estimation-adas-0001's signs: yaw > 0 turned toward the image right, pitch
+    > 0 head down, roll > 0 rotated clockwise in the image."""
+
     yaw: float
     pitch: float
     roll: float
@@ -49,6 +54,9 @@ class HeadPose:
 
 @dataclass
 class Gaze:
+    """Gaze direction: a unit vector in the camera frame (x image right, y up, z toward the camera)
+    and its yaw = atan2(x, z), pitch = asin(y) in degrees; iris centres and lids when the stage has them."""
+
     vector: np.ndarray  # (3,) unit vector, camera frame (see module docstring)
     yaw: float
     pitch: float
@@ -73,6 +81,8 @@ class Gaze:
 
 @dataclass
 class EyeState:
+    """Open or closed per eye, from an eye-state model (the omz set's open-closed-eye-0001)."""
+
     right_open: bool
     left_open: bool
     right_prob: float  # probability the eye is open

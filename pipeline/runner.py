@@ -33,7 +33,7 @@ from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
-# Inference threads per model when none are asked for. Measured (bench_pipeline, README "Speed"):
+# Inference threads per model when none are asked for. Measured (bench_pipeline, docs/performance.md "Speed"):
 # one thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
 # (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
 # used less of a core with lower latency; unpaced on an idle machine OpenVINO's choice gave more
@@ -43,6 +43,9 @@ DEFAULT_THREADS = 1
 
 @dataclass
 class FrameResult:
+    """What the pipeline found in one frame: a FaceResult per face (at most max_faces), whether the
+    detector ran (or tracking carried the faces over), and per-stage milliseconds."""
+
     index: int
     timestamp: float
     shape: tuple[int, int]  # frame height, width
@@ -58,9 +61,9 @@ def _flag(kind: str) -> str:
 
 
 def _offer(kind: str) -> list[str]:
-    """The stage ids that can fill `kind`: zoo models of that stage, then model-free stages."""
+    """The stage ids that can fill `kind`: zoo models of that stage, then the stages pipeline.stages declares."""
     return [i for i, spec in zoo.models().items() if spec.stage == kind] + \
-        [i for i in stages.MODEL_FREE if stages.stage_class(i).kind == kind]
+        [i for i in (*stages.MODEL_FREE, *stages.ON_MODEL) if stages.stage_class(i).kind == kind]
 
 
 def check_requires(chosen: dict[str, str]) -> None:
@@ -88,6 +91,9 @@ def _timed(ms: dict, kind: str, fn, *args):
 
 
 class Pipeline:
+    """Face detection -> landmarks -> head pose -> gaze (-> eye state) over frames; build one with
+    Pipeline.from_set (or pipeline.build_pipeline), then `run` it over a source or `process` one image."""
+
     def __init__(self, detector, landmarks=None, head_pose=None, gaze=None, eye_state=None, *,
                  max_faces: int = 1, tracking: bool = True, redetect_every: int = 30,
                  async_mode: bool = False, names: dict | None = None):
@@ -128,7 +134,7 @@ class Pipeline:
         if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
             raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
         params = params if isinstance(params, dict) else stage_params.parse(params)
-        ids = [m for i, _ in split.values() for m in dict.fromkeys([i, *stages.models_of(i)])]  # a stage's parts too
+        ids = [m for i, _ in split.values() for m in dict.fromkeys([i, *stages.stage_class(i).parts.values()])]  # and parts
         for impl in params:
             if impl not in ids:
                 raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
@@ -225,6 +231,8 @@ class Pipeline:
         return self._finish(frame, results, ran, ms)
 
     def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0, still: bool = False) -> FrameResult:
+        """One BGR image; still=True for a photo (no tracking from the image before, landmarks settled
+        on their own region), False for the next frame of a video."""
         return self.step(Frame(index, timestamp, image, still=still))
 
     def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:

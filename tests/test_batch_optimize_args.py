@@ -11,7 +11,7 @@ import cv2
 import pytest
 
 from pipeline.cli import build_parser, main
-from conftest import jsonl_frames, shared_path
+from conftest import jsonl_frames, need, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 
@@ -41,8 +41,7 @@ def _profile(path: Path) -> Path:
 
 def test_batch_gives_a_mp4_and_a_avi_their_own_outputs(zoo_ready, tmp_path):
     """a.mp4 and a.avi in one folder both wrote videos__a.jsonl: one result lost, and a rerun skipped both."""
-    pytest.importorskip("ray")
-    import ray
+    ray = need("ray")
 
     videos = tmp_path / "videos"
     videos.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, shared_path
+from conftest import ROOT, need, shared_path
 
 BENCH = ROOT / "benchmarks"
 
@@ -45,6 +45,8 @@ CASES = {
 @pytest.mark.parametrize("script", list(CASES))
 def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script):
     shared_path("video/udacity_demo_1080p.mp4")
+    if script == "bench_optimize_pipeline.py":  # the search and the batch runs are on Ray
+        need("ray")
     args, result = CASES[script]
     if script in ("bench_int8.py", "bench_soak.py"):
         args = [*args, "--calib" if script == "bench_int8.py" else "--video", shared_path("video/webcam_640x480.mp4")]

@@ -354,11 +354,12 @@ def test_ctrl_c_while_the_parser_is_built_is_one_line(monkeypatch, capsys):
     """Building the parser imports numpy and the mouse options (a tenth of a second): a Ctrl-C
     then was a KeyboardInterrupt traceback."""
     from pipeline import cli
+    from pipeline.cli import run
 
     def interrupted(sub):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_add_mouse", interrupted)
+    monkeypatch.setattr(run, "_add_mouse", interrupted)
     assert cli.main(["run", "--input", "0"]) == 130
     assert capsys.readouterr().err == "edgegaze: interrupted\n"
 

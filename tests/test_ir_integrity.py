@@ -1,6 +1,7 @@
 """A converted IR is verified before it is compiled: its own sha256 is recorded when written, a
 truncated .bin is caught (convert does not call it up to date) and rebuilt from the verified
-source; an optimized IR that cannot be rebuilt is refused with the command that remakes it.
+source by convert.prepare (what a pipeline calls first); runtime only checks and refuses, with the
+command that remakes it.
 
 Works on a copy of one model's source in a tmp EDGEGAZE_HOME; the shared models are untouched."""
 
@@ -12,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from pipeline import convert, paths, runtime, zoo
+from pipeline import convert, modelcache, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
 
 MODEL = "iris-landmark"
@@ -37,17 +38,20 @@ def test_truncated_ir_is_not_up_to_date_and_is_rebuilt(home):
     spec = zoo.get(MODEL)
     xml = convert.convert(spec, "FP32", log=lambda *_: None)
     prov = json.loads((xml.parent / "provenance.json").read_text())
-    assert prov["ir_sha256"] == convert.ir_hashes(xml)
-    assert convert.ir_problem(xml) is None
+    assert prov["ir_sha256"] == modelcache.ir_hashes(xml)
+    assert modelcache.ir_problem(xml) is None
 
     truncate(xml.with_suffix(".bin"))
-    assert "truncated" in convert.ir_problem(xml)
+    assert "truncated" in modelcache.ir_problem(xml)
     said = []
     convert.convert(spec, "FP32", log=said.append)
-    assert "rebuilding" in said[0] and convert.ir_problem(xml) is None
+    assert "rebuilding" in said[0] and modelcache.ir_problem(xml) is None
 
     truncate(xml.with_suffix(".bin"))
-    compiled = runtime.load(MODEL, "FP32")  # verified before compiling: rebuilt, then it runs
+    with pytest.raises(EdgegazeError, match="damaged.*truncated.*convert --force --model iris-landmark --precision FP32"):
+        runtime.load(MODEL, "FP32")  # runtime checks and refuses
+    assert convert.prepare(MODEL, "FP32") == xml  # what a pipeline calls first: rebuilt, then it runs
+    compiled = runtime.load(MODEL, "FP32")
     out = compiled(np.zeros((2, 64, 64, 3), np.uint8))
     assert all(np.isfinite(v).all() for v in out.values())
 
@@ -58,7 +62,7 @@ def test_same_size_corruption_is_caught_by_the_recorded_hash(home):
     data = bytearray(xml.with_suffix(".bin").read_bytes())
     data[len(data) // 2] ^= 0xFF
     xml.with_suffix(".bin").write_bytes(bytes(data))
-    assert "sha256" in convert.ir_problem(xml)
+    assert "sha256" in modelcache.ir_problem(xml)
 
 
 def test_damaged_optimized_ir_is_refused_with_the_command(home):
@@ -70,21 +74,20 @@ def test_damaged_optimized_ir_is_refused_with_the_command(home):
         runtime.load(MODEL, "INT8")
 
 
-def test_cut_short_stamp_or_provenance_is_not_a_traceback(home):
+def test_cut_short_stamp_or_provenance_is_not_a_traceback(home, capsys):
     """A .verified stamp or provenance.json cut short (a crash, a full disk) was a JSONDecodeError
     traceback on every run; the stamp is recomputed, the IR with an unreadable provenance rebuilt."""
     xml = convert.convert(zoo.get(MODEL), "FP32", log=lambda *_: None)
     runtime.load(MODEL, "FP32")  # records the stamp
     stamp = home / "ir" / ".verified" / f"{MODEL}@FP32.json"
     stamp.write_text('{"xml": [1')
-    assert convert.ir_problem(xml) is None
+    assert modelcache.ir_problem(xml) is None
     assert json.loads(stamp.read_text())["xml"][0] == xml.stat().st_size
     stamp.unlink()
     (xml.parent / "provenance.json").write_text('{"ir_sha')
-    assert convert.ir_problem(xml) == "its provenance.json is unreadable"
-    said = []
-    convert.ensure_intact(MODEL, "FP32", xml, log=said.append)
-    assert "rebuilding" in said[0] and convert.ir_problem(xml) is None
+    assert modelcache.ir_problem(xml) == "its provenance.json is unreadable"
+    convert.prepare(MODEL, "FP32")
+    assert "rebuilding" in capsys.readouterr().err and modelcache.ir_problem(xml) is None
 
 
 def _save_many(home_dir: str, rounds: int) -> str:
@@ -116,6 +119,6 @@ def test_concurrent_conversions_of_one_model_do_not_collide(tmp_path):
         errors = pool.starmap(_save_many, [(str(tmp_path), 15)] * 4)
     assert errors == [""] * 4, errors
     xml = tmp_path / "ir" / "tiny" / "FP32" / "tiny.xml"
-    assert convert.ir_problem(xml) is None
+    assert modelcache.ir_problem(xml) is None
     left = [p.name for p in (tmp_path / "ir" / "tiny").iterdir() if p.name != ".FP32.lock"]
-    assert left == ["FP32"]  # no temporary folder left
+    assert left == ["FP32"] and not list((tmp_path / "ir" / ".tmp").iterdir())  # no temporary folder left

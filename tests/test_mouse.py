@@ -10,7 +10,6 @@ Facts about the videos these tests rely on (checked by eye, see the comments at 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import sample_rows, shared_path
+from conftest import need_tool, sample_rows, shared_path
 
 # omz: its head pose signs are the ones checked against the video below; EDGEGAZE_MOUSE_MODELS=mediapipe
 # runs the same tests on the default set.
@@ -29,19 +28,11 @@ STILL = range(0, 120)  # webcam_640x480.mp4: the subject does not move
 W, H = 1280, 800
 
 
-def _need(tool: str) -> None:
-    if shutil.which(tool) is None:
-        msg = f"{tool} not installed (Debian packages xvfb and xdotool; .ci/run installs them)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-
-
 @pytest.fixture(scope="module")
 def xserver():
     """A private Xvfb on a free display; DISPLAY points at it for this module."""
-    _need("Xvfb")
-    _need("xdotool")
+    need_tool("Xvfb")
+    need_tool("xdotool")
     r, w = os.pipe()
     proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-screen", "0", f"{W}x{H}x24", "-nolisten", "tcp"],
                             pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

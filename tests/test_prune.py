@@ -15,7 +15,7 @@ import pytest
 
 from pipeline import paths
 from pipeline.errors import EdgegazeError
-from conftest import read_frames, shared_path
+from conftest import need, read_frames, shared_path
 
 VIDEOS = ["video/udacity_demo_1080p.mp4", "video/webcam_640x480.mp4"]
 
@@ -29,7 +29,7 @@ def test_missing_torch_names_the_extra(monkeypatch):
 
 
 def test_bad_arguments_are_one_line_errors(zoo_ready, tmp_path, monkeypatch):
-    pytest.importorskip("torch", reason="torch not installed: pip install -e .[torch]")
+    need("torch")
     from pipeline.optimize import prune
 
     options = prune.PruneOptions
@@ -55,7 +55,7 @@ def test_bad_arguments_are_one_line_errors(zoo_ready, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def torch_mod():
-    return pytest.importorskip("torch", reason="torch not installed: pip install -e .[torch]")
+    return need("torch")
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,25 @@ def reports(home, cal, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("reports")
     options = quantize.QuantizeOptions(latency=False, out=out)
-    return {m: quantize.quantize_model(zoo.get(m), cal, options, log=lambda *_: None) for m in MODELS}
+    return {m: quantize.quantize_model(zoo.get(m), cal, options, log=SAID.setdefault(m, []).append) for m in MODELS}
+
+
+SAID: dict[str, list[str]] = {}  # what quantize_model printed, per model
+
+
+def test_the_counts_it_prints_are_the_subset_and_its_held_out_share(reports, cal):
+    """--subset 100 printed '200 calibration / 17 held-out / 16 check items': items, not frames (a
+    face crop and its jittered copy per frame), while the help spoke of frames."""
+    from pipeline.optimize.calib import VAL_FRACTION
+
+    held_out = round(cal.subset * VAL_FRACTION / (1 - VAL_FRACTION))  # a third as many as --subset
+    assert (len(cal.calib_frames), len(cal.val_frames) + len(cal.check_frames)) == (cal.subset, held_out)
+    model = "landmarks-regression-retail-0009"
+    line = next(s for s in SAID[model] if "calibration frames" in s)
+    items = reports[model]["calibration"]
+    assert line.startswith(f"{model}: {cal.subset} calibration frames -> {items['items']} items; held out "
+                           f"{len(cal.val_frames)} frames to choose on -> {items['held_out_items']} items, "
+                           f"{len(cal.check_frames)} to check"), line
 
 
 @pytest.mark.parametrize("model_id", [m for m in MODELS if m != DOES_NOT_GENERALISE])

@@ -104,9 +104,10 @@ def test_cpu_time_energy_uses_tdp_when_given():
 def short_report(zoo_ready, tmp_path_factory):
     from conftest import shared_path
 
-    out = tmp_path_factory.mktemp("report")
+    out, said = tmp_path_factory.mktemp("report"), []
     report = build_report(shared_path(VIDEO), out, models_set="omz", precisions=["FP16", "FP16-INT8"],
-                          frames=3, min_iterations=5, progress=False)
+                          frames=3, min_iterations=5, progress=False, log=said.append)
+    report["said"] = said  # what the command shows on screen, not part of report.json
     return report, out
 
 
@@ -118,8 +119,9 @@ def test_report_json_validates_against_schema(short_report):
     assert {(r["model_id"], r["precision"]) for r in on_disk["models"]} >= {
         ("face-detection-adas-0001", "FP16"), ("face-detection-adas-0001", "FP16-INT8"),
         ("gaze-estimation-adas-0002", "FP16-INT8")}
-    # open-closed-eye-0001 has no FP16-INT8: skipped with a reason, not an error.
+    # open-closed-eye-0001 has no FP16-INT8: skipped with a reason, not an error, and said on screen
     assert any(s["model_id"] == "open-closed-eye-0001" for s in on_disk["skipped"])
+    assert "skipped open-closed-eye-0001 at FP16-INT8: no FP16-INT8 form (it has FP32, FP16)" in report["said"]
     for name in ("latency_by_stage.png", "flops_vs_latency.png", "precision_comparison.png", "energy_by_method.png"):
         assert (out / name).stat().st_size > 1000
 

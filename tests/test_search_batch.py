@@ -12,25 +12,16 @@ import pytest
 from pipeline import profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
-from conftest import jsonl_frames, shared_path
+from conftest import jsonl_frames, need, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"
 
 
-def _ray():
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail('ray is not installed: pip install -e ".[ray]"')
-        pytest.skip('ray is not installed: pip install -e ".[ray]"')
-
-
 @pytest.fixture(scope="module")
 def ray_session(zoo_ready):
     """One local Ray for the module (starting one takes 5-10 s)."""
-    _ray()
+    need("ray")
     import ray
 
     from pipeline import cluster
@@ -74,6 +65,30 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
 def _reference_profile(path):
     c = search.reference()
     return profiles.write(path, profiles.make(c, {"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
+
+
+def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path, monkeypatch):
+    """The space was spelled out as zoo ids in search.py; it comes from the zoo's sets and stage kinds."""
+    from pipeline import paths
+    from pipeline.optimize import search
+
+    before, detectors = search.mixes(full=True), len(search.implementations("face"))
+    assert {(m["landmarks"], m["head_pose"]) for m in before} >= {("face-landmark", "mesh"),
+                                                                   ("face-landmark", "head-pose-estimation-adas-0001")}
+    assert all(m["head_pose"] != "mesh" or m["landmarks"] == "face-landmark" for m in before)  # mesh needs FaceMesh
+    text = paths.manifest_path().read_text()
+    start = text.index('[[models]]\nid = "face-detection-retail-0004"')
+    entry = text[start:text.index("[[models]]", start + 1)].replace("retail-0004", "retail-0005")
+    (tmp_path / "zoo.toml").write_text(text + "\n" + entry + '\n[sets.retail]\nface = "face-detection-retail-0005"\n'
+                                       'landmarks = "face-landmark"\nhead_pose = "mesh"\ngaze = "iris-landmark"\n')
+    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "zoo.toml"))
+    full, small = search.mixes(full=True), search.mixes(full=False)
+    assert len(search.implementations("face")) == detectors + 1
+    assert len(full) == len(before) // detectors * (detectors + 1)  # every chain with the new detector too
+    assert {"face": "face-detection-retail-0005", "landmarks": "landmarks-regression-retail-0009",
+            "head_pose": "head-pose-estimation-adas-0001", "gaze": "gaze-estimation-adas-0002", "eye_state": "none"} in full
+    assert {m["face"] for m in small} == {"face-detection-short-range", "face-detection-adas-0001",
+                                          "face-detection-retail-0005"}  # each set's detector
 
 
 def test_profile_from_another_cpu_warns_one_line(tmp_path, capsys):
@@ -164,7 +179,7 @@ def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
 
     from conftest import ROOT
 
-    _ray()
+    need("ray")
     videos = tmp_path / "videos"
     videos.mkdir()
     for rel in ("video/udacity_demo_1080p.mp4", "video/webcam_1280x720.mp4"):  # long enough to be in hand

@@ -27,6 +27,8 @@ def test_every_zoo_model_has_a_stage_class_of_its_kind():
         cls.settings(spec.params)  # the zoo's own parameters are valid
     for impl in stages.MODEL_FREE:
         assert stages.stage_class(impl).kind in zoo.STAGES
+    for impl, (_, model) in stages.ON_MODEL.items():  # a class of its own on a zoo model of its kind
+        assert stages.stage_class(impl).kind == zoo.get(model).stage
 
 
 def test_declared_outputs_exist_in_every_converted_ir(zoo_ready):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import OMZ_MIRROR, read_frames, shared_path
-from pipeline import convert, paths, runtime, zoo
+from pipeline import convert, paths, runtime, stages, zoo
 from pipeline.errors import EdgegazeError
 
 
@@ -23,7 +23,8 @@ def tmp_home(tmp_path, monkeypatch):
 
 def test_manifest_lists_every_model_with_checksums():
     models = zoo.models()
-    assert {m.set for m in models.values()} == {"mediapipe", "omz"}
+    assert {m.set for m in models.values()} == {"mediapipe", "omz", "3ddfa"}
+    assert {m.set for m in models.values()} == set(zoo.sets())  # every set names its own models
     assert {m.stage for m in models.values()} <= set(zoo.STAGES)
     for m in models.values():
         assert m.files and all(len(f.sha256) == 64 for f in m.files)
@@ -149,6 +150,9 @@ def test_every_ir_compiles_and_runs_on_a_real_frame(zoo_ready, spec):
         result = compiled(_image_inputs(compiled, crop))
         outs[precision] = [np.asarray(result[o], np.float64) for o in compiled.outputs]
         assert all(np.isfinite(o).all() for o in outs[precision])
+        if spec.stage == "head_pose":  # compared as the angles the stage reads from them (degrees)
+            hp = stages.build(spec.id, precision).postprocess([result[o] for o in compiled.outputs], None)
+            outs[precision] = [np.array([hp.yaw, hp.pitch, hp.roll])]
     # FP16 within 15% and Intel's INT8 within 25% of each output's magnitude (at least 1, so a
     # logit near zero is held to 0.15); SSD outputs compared on their most confident detection
     for precision, values in outs.items():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.arguments import stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control import ui
 from pipeline.control.clicks import closed_eyes_source
@@ -22,7 +23,6 @@ from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
 from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
 from pipeline.control.mouse import FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend
-from pipeline.cli import stage_overrides
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
 from pipeline.paths import check_writable_file

@@ -49,6 +49,8 @@ VERSION = 3
 
 @dataclass
 class ScreenGeometry:
+    """The screen a calibration maps to: size in px, in mm when known (for degrees), eye distance."""
+
     width_px: int
     height_px: int
     width_mm: float | None = None
@@ -236,6 +238,8 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
 
 @dataclass
 class Calibration:
+    """A fitted gaze -> screen map (`model.predict`), its screen, and its leave-one-target-out validation."""
+
     screen: ScreenGeometry
     model: GazeModel
     user: str = ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from pipeline.cli import add_param_option, add_stage_options, int_at_least, number, stage_overrides
+from pipeline.arguments import add_param_option, add_stage_options, int_at_least, number, stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig

@@ -213,7 +213,7 @@ class _Run:
                         focus=o.focus, model_id=self.model_id, log=self.log)
 
 
-def prune(model_id: str, options: PruneOptions, log=print) -> dict:
+def prune(model_id: str, options: PruneOptions, log: Callable[[str], object] = print) -> dict:
     """Prune one zoo model, recover by distillation, export IR; returns the report (also written
     as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
     require_torch()

@@ -290,7 +290,10 @@ def _calibration(spec: zoo.ModelSpec, fp32_xml: Path, cal: Calibration, opts: Qu
     fp32 = _eval_core().read_model(str(fp32_xml))
     items = cal.items(spec)
     scorer, checker = Scorer(spec, fp32, items, opts.budget), Scorer(spec, fp32, items.checking(), opts.budget)
-    log(f"{spec.id}: {len(items.calib)} calibration / {len(items.val)} held-out / {len(items.check)} check items")
+    # frames and items differ: a frame gives an item per face crop (and a jittered copy), per eye pair, or none
+    log(f"{spec.id}: {len(cal.calib_frames)} calibration frames -> {len(items.calib)} items; held out "
+        f"{len(cal.val_frames)} frames to choose on -> {len(items.val)} items, {len(cal.check_frames)} to check "
+        f"-> {len(items.check)} items")
     return _Job(spec, opts, fp32, items, scorer, checker, log)
 
 
@@ -452,7 +455,8 @@ def summary_markdown(reports: list[dict]) -> str:
 def quantize(set_name: str | None = None, model_id: str | None = None, calib: str | Path = "", subset: int = 100,
              preset: str = "performance", max_drop: list[str] | None = None, ignore: list[str] | None = None,
              full_sensitivity: bool = False, latency: bool = True, force: bool = False,
-             out: str | Path = "results/quantize", log=print, check: str | Path | None = None) -> list[dict]:
+             out: str | Path = "results/quantize", log: Callable[[str], object] = print,
+             check: str | Path | None = None) -> list[dict]:
     """Quantize the selected zoo models from one calibration source (and, if given, a check source
     that only the final models are scored on); writes INT8 IR and reports."""
     specs = zoo.select(set_name, model_id)

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
 
 import openvino as ov
@@ -172,18 +173,8 @@ def totals(rows: list[dict]) -> list[dict]:
     return out
 
 
-def build_report(input_path: str | Path, out: str | Path, models_set: str = "mediapipe",
-                 precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
-                 cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
-                 progress: bool = True, profile: dict | None = None, params: list[str] | None = None) -> dict:
-    """Measure and write report.json, report.md and the plots into `out`; returns the report dict.
-    With a deployment profile, its stage models at their own precisions and its pipeline are measured.
-    params (--param STAGE.KEY=VALUE) set stage parameters in the pipeline section (raw model rows have none)."""
-    if frames < 1:
-        raise EdgegazeError("--frames must be at least 1")
-    params = stage_params.parse(params)  # a bad --param fails before minutes of measuring
-    check_out_dir(out, create=False)
-    precisions = [p.strip().upper() for p in precisions if p.strip()]
+def _checked_plan(models_set: str, precisions: list[str], profile: dict | None):
+    """plan() or profile_plan(), refusing a plan with nothing to measure; (items, skipped, notes, precisions)."""
     items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
     if not items:  # a report of empty tables, exit 0, said nothing was measured only in its notes
         have = sorted({p for s in zoo.select("all") if s.set == models_set for p in s.precisions})
@@ -192,29 +183,25 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
                             f"`edgegaze optimize quantize --set {models_set} --calib VIDEO`")
     if profile is not None:  # the model rows carry each stage's precision; the pipeline row is "profile"
         precisions = list(dict.fromkeys(precision for _, _, precision in items))
-    images = read_frames(input_path, frames)
-    iterations = max(len(images), min_iterations)
+    return items, skipped, notes, precisions
 
-    meter = energy.Rapl(rapl_root)
-    idle_w = meter.idle_w(1.0) if meter.available else 0.0
-    if not meter.available:
-        notes.append(f"rapl: {meter.reason}; energy figures come from the other two methods")
 
-    rows, pipeline_section, pipelines = [], None, ["profile"] if profile else precisions
+def _measure_all(items, images, iterations: int, energy_kw: dict, models_set: str, pipelines: list[str],
+                 notes: list[str], progress: bool, **pipeline_kw) -> tuple[list[dict], dict | None, bool]:
+    """Every model row, then the in-pipeline runs: (rows, pipeline section, interrupted). The first
+    Ctrl-C stops after the model in hand and keeps what was measured, a second one at once."""
+    rows, pipeline_section = [], None
     bar = tqdm(items, desc="report", unit="model", disable=not progress)
-    # Ctrl-C: the report of what was measured (it ended in 'interrupted' and nothing written); the
-    # first stops after the model in hand, a second at once
     with stop_on_ctrl_c() as stop:
         try:
             for stage, model_id, precision in bar:
                 bar.set_postfix_str(f"{model_id} {precision}")
-                rows.append(measure(stage, model_id, precision, images, iterations, cpu_tdp_w, rapl_root, idle_w))
+                rows.append(measure(stage, model_id, precision, images, iterations, **energy_kw))
                 if stop.is_set():
                     break
             else:
-                pipeline_section, pipeline_notes = in_pipeline.measure_all(
-                    models_set, pipelines, images, cpu_tdp_w, rapl_root, idle_w, profile=profile, params=params,
-                    stop=stop)
+                pipeline_section, pipeline_notes = in_pipeline.measure_all(models_set, pipelines, images, **energy_kw,
+                                                                           **pipeline_kw, stop=stop)
                 notes += pipeline_notes
         except KeyboardInterrupt:
             stop.set()
@@ -227,6 +214,37 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = "med
         pipeline_section = pipeline_section if runs else None  # null: not measured
         notes.append(f"interrupted (Ctrl-C) after {len(rows)} of {len(items)} model runs and {runs} of "
                      f"{len(pipelines)} in-pipeline runs")
+    return rows, pipeline_section, interrupted
+
+
+def build_report(input_path: str | Path, out: str | Path, models_set: str = "mediapipe",
+                 precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
+                 cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
+                 progress: bool = True, profile: dict | None = None, params: list[str] | None = None,
+                 log: Callable[[str], object] = print) -> dict:
+    """Measure and write report.json, report.md and the plots into `out`; returns the report dict.
+    With a deployment profile, its stage models at their own precisions and its pipeline are measured.
+    params (--param STAGE.KEY=VALUE) set stage parameters in the pipeline section (raw model rows have none).
+    A model x precision that does not exist (eye state at FP16-INT8) is skipped, said through `log`."""
+    if frames < 1:
+        raise EdgegazeError("--frames must be at least 1")
+    params = stage_params.parse(params)  # a bad --param fails before minutes of measuring
+    check_out_dir(out, create=False)
+    precisions = [p.strip().upper() for p in precisions if p.strip()]
+    items, skipped, notes, precisions = _checked_plan(models_set, precisions, profile)
+    for s in skipped:
+        log(f"skipped {s['model_id']} at {s['precision']}: {s['reason']}")
+    images = read_frames(input_path, frames)
+    iterations = max(len(images), min_iterations)
+
+    meter = energy.Rapl(rapl_root)
+    idle_w = meter.idle_w(1.0) if meter.available else 0.0
+    if not meter.available:
+        notes.append(f"rapl: {meter.reason}; energy figures come from the other two methods")
+    pipelines = ["profile"] if profile else precisions
+    rows, pipeline_section, interrupted = _measure_all(
+        items, images, iterations, {"cpu_tdp_w": cpu_tdp_w, "rapl_root": rapl_root, "idle_w": idle_w}, models_set,
+        pipelines, notes, progress, profile=profile, params=params)
 
     report = {
         "schema": SCHEMA_ID,

@@ -1,7 +1,8 @@
 """Stages, one small module per implementation. Which class runs which model is zoo data: each
 model's `implementation` in models/zoo.toml. Stages without a zoo entry of their own are declared
-here: "mesh", the head pose computed from the FaceMesh geometry (no model), and "dual-gaze", which
-runs zoo models as its `parts` (the OMZ gaze network and the iris model, see stages/dual_gaze.py).
+here: "mesh", the head pose computed from the FaceMesh geometry (no model); "mesh+3ddfa", which
+runs a zoo model with a class of its own; and "dual-gaze", which runs zoo models as its `parts`
+(the OMZ gaze network and the iris model, see stages/dual_gaze.py).
 
 `build(impl, precision)` makes a stage from a zoo model id or one of those, with its parameters:
 the zoo's `[models.params]` under any given ones (`--param`, see pipeline.stages.params).
@@ -15,15 +16,25 @@ from importlib import import_module
 from pipeline import runtime, zoo
 from pipeline.errors import EdgegazeError
 
-MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose", "dual-gaze": "dual_gaze:DualGaze"}
+MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose", "dual-gaze": "dual_gaze:DualGaze"}  # no model of their own
+# Stages with a class of their own that run a zoo model's IR: stage id -> (class, zoo model id)
+ON_MODEL = {"mesh+3ddfa": ("fused_pose:FusedHeadPose", "3ddfa-v2-mb05")}
 # A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
 # tag such as CH20, all upper case on disk (prune upper-cases its --tag, as run does --precision)
 TAG = re.compile(r"[A-Z0-9][A-Z0-9_-]*")
 
 
 def implementations() -> dict[str, str]:
-    """Every stage id (zoo model ids, then the model-free stages) -> "<module>:<class>"."""
-    return {**{m.id: m.implementation for m in zoo.models().values()}, **MODEL_FREE}
+    """Every stage id (zoo model ids, then the stages declared here) -> "<module>:<class>"."""
+    return {**{m.id: m.implementation for m in zoo.models().values()}, **MODEL_FREE,
+            **{i: cls for i, (cls, _) in ON_MODEL.items()}}
+
+
+def model_of(impl: str) -> str | None:
+    """The zoo model whose IR a stage id runs (None for a model-free stage)."""
+    if impl in MODEL_FREE:
+        return None
+    return ON_MODEL[impl][1] if impl in ON_MODEL else impl
 
 
 def split_choice(choice: str, precision: str, flag: str = "stage") -> tuple[str, str]:
@@ -51,15 +62,14 @@ def stage_class(impl: str):
 
 
 def zoo_params(impl: str) -> dict:
-    """The zoo's parameters for a model ({} for a model-free stage)."""
-    return {} if impl in MODEL_FREE else dict(zoo.get(impl).params)
+    """The zoo's parameters for a model ({} for a stage id that is not a zoo model)."""
+    return dict(zoo.get(impl).params) if model_of(impl) == impl else {}
 
 
 def models_of(impl: str) -> list[str]:
-    """The zoo models a stage id runs: itself, its parts, or none (a model-free stage)."""
-    if impl not in MODEL_FREE:
-        return [impl]
-    return list(stage_class(impl).parts.values())
+    """The zoo models a stage id runs: its own (model_of), its parts, or none (a model-free stage)."""
+    own = model_of(impl)
+    return [own] if own else list(stage_class(impl).parts.values())
 
 
 def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list[zoo.ModelSpec]:
@@ -84,5 +94,6 @@ def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict 
     if cls.parts:
         return cls({role: build(m, precision, device, (part_params or {}).get(m), **runtime_kw)
                     for role, m in cls.parts.items()}, **settings)
-    compiled = None if impl in MODEL_FREE else runtime.load(impl, precision, device, **runtime_kw)
+    model = model_of(impl)
+    compiled = None if model is None else runtime.load(model, precision, device, **runtime_kw)
     return cls(compiled, **settings)
