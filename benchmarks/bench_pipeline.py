@@ -31,6 +31,9 @@ from pipeline.sources import Frame, open_source, prefetch  # noqa: E402
 # Intel ships no FP16-INT8 of the eye-state model: in FP16-INT8 configurations that stage runs its FP16
 _EYE = dict(eye_state="open-closed-eye-0001@FP16")
 CONFIGS = {
+    # the default set: OMZ's gaze network on the mesh; with the iris model too, as a calibration that reads it
+    "default FP32 sync": dict(models="default", precision="FP32"),
+    "default+iris FP32 sync": dict(models="default", precision="FP32", params=["dual-gaze.iris=true"]),
     "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
     "mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "mediapipe FP32 no-tracking": dict(models="mediapipe", precision="FP32", tracking=False),

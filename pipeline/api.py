@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.control.calibration import Calibration
+from pipeline.control.calibration import Calibration, needs, use_signals
 from pipeline.control.calibration import face_angles as calibration_features
 from pipeline.control.mapping import face_angles
 from pipeline.profile import PipelineOptions, with_profile
@@ -22,14 +22,16 @@ from pipeline.results import FaceResult
 from pipeline.runner import Pipeline
 
 
-def build_pipeline(models: str = "mediapipe", precision: str = "FP32", *, profile: str | Path | dict | None = None,
+def build_pipeline(models: str = "default", precision: str = "FP32", *, profile: str | Path | dict | None = None,
                    device: str = "CPU", face: str | None = None, landmarks: str | None = None,
                    head_pose: str | None = None, gaze: str | None = None, eye_state: str | None = None,
                    tracking: bool = True, redetect_every: int = 30, async_mode: bool = False,
                    threads: int | None = None, hint: str = "LATENCY", max_faces: int = 1,
-                   params: list[str] | dict | None = None) -> Pipeline:
-    """A pipeline ready to run: the zoo set `models` ("mediapipe", the default, or "omz") at one
-    `precision` (FP32, FP16, INT8, FP16-INT8), models fetched and converted on first use.
+                   params: list[str] | dict | None = None, calibration: Calibration | None = None) -> Pipeline:
+    """A pipeline ready to run: the zoo set `models` ("default", "mediapipe" or "omz", see
+    docs/gaze.md) at one `precision` (FP32, FP16, INT8, FP16-INT8), models fetched and converted on
+    first use. With a gaze `calibration`, it computes the gaze signals that calibration reads (the
+    default set runs its iris model only for one that reads it); else the gaze stage's own default.
 
     face, landmarks, head_pose, gaze, eye_state swap one stage for a zoo id (mixing sets), an
     ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none". tracking: reuse a face's
@@ -43,17 +45,20 @@ def build_pipeline(models: str = "mediapipe", precision: str = "FP32", *, profil
                              redetect_every, async_mode, threads, hint, max_faces, params)
     if profile is not None:
         chosen = with_profile(chosen, profile if isinstance(profile, dict) else load_profile(profile))[0]
-    return chosen.build()
+    pipe = chosen.build()
+    if calibration is not None:
+        use_signals(pipe, needs(calibration.model))
+    return pipe
 
 
-def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Path, *, models: str = "mediapipe",
+def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Path, *, models: str = "default",
               precision: str = "FP32", method: str = "auto", stages: dict[str, str] | None = None,
               params: list[str] | None = None, out: str | Path | None = None,
               max_error_deg: float | None = None) -> Calibration:
     """A gaze calibration fitted on a recorded session and validated leave-one-target-out (as
     `edgegaze mouse --calibrate-from`): `video`, `targets_csv` (frame,x_px,y_px: the target on
     screen at each listed frame) and `screen_json` (width_px, height_px, width_mm, height_mm[,
-    distance_mm]). `method` "auto" chooses the map from the targets; `stages` swaps stages as
+    distance_mm]). `method` "auto" chooses the gaze signal and the map from the targets; `stages` swaps stages as
     build_pipeline's keywords do. Saved to `out` if given, unless its error is above `max_error_deg`
     (then EdgegazeError). The result's `validation` holds the errors in px and degrees."""
     from pipeline.control.app import calibrate_recorded
@@ -63,17 +68,21 @@ def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Pat
 
 
 def calibration_sample(face: FaceResult) -> np.ndarray | None:
-    """One face's calibration features (gaze yaw, pitch, head yaw, pitch in degrees, and the eyes'
-    openness, by which blinks are dropped), as fit_calibration takes them per target; None when a
-    stage is missing."""
+    """One face's calibration features (each gaze signal's yaw and pitch, NaN for one the pipeline
+    did not compute, head yaw and pitch, in degrees, then the eyes' openness, by which blinks are
+    dropped: regression.FEATURES), as fit_calibration takes them per target; None when a stage is
+    missing."""
     return calibration_features(face)
 
 
 def gaze_point(calibration: Calibration, face: FaceResult) -> np.ndarray | None:
     """The screen point (x, y in px) a calibrated user looks at, from one face of a FrameResult of
-    the same pipeline; None when the face has no gaze or head pose."""
+    the same pipeline (build_pipeline(calibration=...) computes the gaze signal it reads); None
+    when the face has no gaze or head pose, or not that signal."""
     features = face_angles(face)
-    return None if features is None else calibration.model.predict(features[None])[0]
+    if features is None or not np.isfinite(features[calibration.model.columns()]).all():
+        return None
+    return calibration.model.predict(features[None])[0]
 
 
 def search(videos: str | Iterable[str], out: str | Path, *, budget_cpu_ms: float | None = None,

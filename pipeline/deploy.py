@@ -104,22 +104,31 @@ def _stages(profile: dict, pipe, params: dict, work: Path, blob_config: dict | N
     models = []
     for kind, stage in pipe.by_kind().items():
         impl_id, precision = stages.split_choice(profile["stages"][kind], "FP32", kind)  # as build_pipeline read it
-        tables["implementation"][kind] = stages.implementations()[impl_id]
-        tables["params"][kind] = type(stage).settings({**stages.zoo_params(impl_id), **params.get(impl_id, {})})
-        model_id = stages.model_of(impl_id)  # the zoo model whose IR it runs (mesh+3ddfa: 3ddfa-v2-mb05)
-        if model_id is None:  # a model-free stage (e.g. the head pose computed from the mesh)
-            continue
-        xml = runtime.ir_file(model_id, precision)
-        folder = work / "models" / model_id / precision
-        folder.mkdir(parents=True)
-        for src in (xml, xml.with_suffix(".bin")):
-            shutil.copyfile(src, folder / src.name)
-        tables["ir"][kind] = (folder / xml.name).relative_to(work).as_posix()
-        if blob_config:
-            blob = runtime.export_compiled(xml, work / "blobs" / f"{kind}.blob", **blob_config)
-            tables["blobs"][kind] = blob.relative_to(work).as_posix()
-        models.append(_model_entry(kind, model_id, precision, tables["ir"][kind]))
+        models += _stage(kind, impl_id, stage, precision, params, work, tables, blob_config)
+        for role, part_id in type(stage).parts.items():  # a stage that runs others (dual-gaze): each as a stage
+            models += _stage(f"{kind}-{role}", part_id, stage.part[role], precision, params, work, tables, blob_config)
     return tables, models
+
+
+def _stage(key: str, impl_id: str, stage, precision: str, params: dict, work: Path, tables: dict,
+           blob_config: dict | None) -> list[dict]:
+    """One stage's entries in the tables under `key` (its kind, or KIND-ROLE for a part), its IR
+    copied and its blob written; the manifest's entry of its model ([] for a stage without one)."""
+    tables["implementation"][key] = stages.implementations()[impl_id]
+    tables["params"][key] = type(stage).settings({**stages.zoo_params(impl_id), **params.get(impl_id, {})})
+    model_id = stages.model_of(impl_id)  # the zoo model whose IR it runs (mesh+3ddfa: 3ddfa-v2-mb05)
+    if model_id is None:  # model-free (the head pose computed from the mesh), or running its parts
+        return []
+    xml = runtime.ir_file(model_id, precision)
+    folder = work / "models" / model_id / precision
+    folder.mkdir(parents=True, exist_ok=True)  # two stages may run one model
+    for src in (xml, xml.with_suffix(".bin")):
+        shutil.copyfile(src, folder / src.name)
+    tables["ir"][key] = (folder / xml.name).relative_to(work).as_posix()
+    if blob_config:
+        blob = runtime.export_compiled(xml, work / "blobs" / f"{key}.blob", **blob_config)
+        tables["blobs"][key] = blob.relative_to(work).as_posix()
+    return [_model_entry(key, model_id, precision, tables["ir"][key])]
 
 
 def _model_entry(kind: str, model_id: str, precision: str, ir: str) -> dict:

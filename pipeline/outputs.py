@@ -54,7 +54,9 @@ def face_record(r: FaceResult) -> dict:
             "left_eye": _r(lm.left_eye[:2], 1),
         },
         "head_pose": None if hp is None else {k: round(float(getattr(hp, k)), 2) for k in ("yaw", "pitch", "roll")},
-        "gaze": None if gz is None else {"vector": _r(gz.vector, 4), "yaw": round(gz.yaw, 2), "pitch": round(gz.pitch, 2)},
+        "gaze": None if gz is None else {"vector": _r(gz.vector, 4), "yaw": round(gz.yaw, 2), "pitch": round(gz.pitch, 2),
+                                         "signals": {k: {"yaw": round(y, 2), "pitch": round(p, 2)}
+                                                     for k, (y, p) in gz.signals.items()}},
         "eye_state": None if es is None else {"right_open": bool(es.right_open), "left_open": bool(es.left_open),
                                              "right_prob": round(float(es.right_prob), 3),
                                              "left_prob": round(float(es.left_prob), 3)},

@@ -136,20 +136,29 @@ BUNDLE_TABLES = ("implementation", "params", "ir", "blobs")
 
 def _plans(profile: dict, opened) -> dict:
     """Stage kind -> runner.StagePlan of a bundle's profile (absolute paths; blobs only where usable)."""
-    from pipeline.runner import StagePlan
-
     tables = {t: profile.get(t, {}) for t in BUNDLE_TABLES}
     plans = {}
     for kind, choice in profile["stages"].items():
         if choice == "none":
             continue
-        if not isinstance(tables["implementation"].get(kind), str):
-            raise EdgegazeError(f"bundle {opened.root}: its profile has no [implementation] {kind}; {bundle.REMAKE}")
-        ir, blob = tables["ir"].get(kind), tables["blobs"].get(kind) if opened.blobs else None
-        plans[kind] = StagePlan(choice.partition("@")[0], tables["implementation"][kind],
-                                dict(tables["params"].get(kind, {})), opened.root / ir if ir else None,
-                                opened.root / blob if blob else None)
+        plans[kind] = _plan(choice.partition("@")[0], kind, tables, opened)
     return plans
+
+
+def _plan(stage_id: str, key: str, tables: dict, opened):
+    """The runner.StagePlan of one stage of a bundle, `key` its entry in the tables: a stage kind,
+    or KIND-ROLE for a part of a stage that runs others (dual-gaze's gaze-network, gaze-iris)."""
+    from pipeline.runner import StagePlan
+    from pipeline.stages import load_class
+
+    implementation = tables["implementation"].get(key)
+    if not isinstance(implementation, str):
+        raise EdgegazeError(f"bundle {opened.root}: its profile has no [implementation] {key}; {bundle.REMAKE}")
+    parts = getattr(load_class(implementation, f"bundle stage {stage_id}"), "parts", {})
+    ir, blob = tables["ir"].get(key), tables["blobs"].get(key) if opened.blobs else None
+    return StagePlan(stage_id, implementation, dict(tables["params"].get(key, {})), opened.root / ir if ir else None,
+                     opened.root / blob if blob else None,
+                     {role: _plan(model, f"{key}-{role}", tables, opened) for role, model in parts.items()})
 
 
 # [runtime] key -> (type, least value, what it must be); a missing key takes the edgegaze default
@@ -207,7 +216,7 @@ class PipelineOptions:
     swaps (a zoo id, ID@PRECISION for a stage at its own precision, or "none"), the runtime settings
     and stage parameters. A deployment profile sets the stages and the runtime settings (with_profile)."""
 
-    models: str = "mediapipe"
+    models: str = "default"
     precision: str = "FP32"
     device: str = "CPU"
     face: str | None = None

@@ -9,6 +9,9 @@ Conventions (written once, also in docs/run.md):
   eyes toward the camera (OMZ gaze-estimation-adas-0002's x and y; its raw z points away from the
   camera, so omz_gaze negates it). Looking straight into the lens
   is (0, 0, 1). Gaze yaw = atan2(x, z), pitch = asin(y).
+- A gaze stage may compute more than one gaze signal (pipeline.stages.dual_gaze: the OMZ gaze
+  network and the iris model); `Gaze.signals` holds each one's (yaw, pitch) by name ("network",
+  "iris"), and the vector is the stage's first signal. The calibration chooses among them.
 """
 
 from __future__ import annotations
@@ -60,14 +63,20 @@ class Gaze:
     right_iris: np.ndarray | None = None  # (2,) frame pixels
     left_iris: np.ndarray | None = None
     eye_contours: np.ndarray | None = None  # (2, 16, 2) frame px, [right, left] lids: outer corner, lower, inner, upper
+    signals: dict[str, tuple[float, float]] = field(default_factory=dict)  # signal name -> (yaw, pitch) degrees
+    eye_angles: np.ndarray | None = None  # (2, 2) [right, left] eye x (yaw, pitch) degrees, where a stage reads each eye
 
     @staticmethod
-    def from_vector(v: np.ndarray, **kw) -> "Gaze":
+    def from_vector(v: np.ndarray, signal: str = "", **kw) -> "Gaze":
+        """The gaze along v; `signal` names it in `signals`."""
         v = np.asarray(v, dtype=np.float64)
         v = v / (np.linalg.norm(v) + 1e-12)
         yaw = float(np.degrees(np.arctan2(v[0], v[2])))
         pitch = float(np.degrees(np.arcsin(np.clip(v[1], -1.0, 1.0))))
-        return Gaze(vector=v, yaw=yaw, pitch=pitch, **kw)
+        gaze = Gaze(vector=v, yaw=yaw, pitch=pitch, **kw)
+        if signal:
+            gaze.signals[signal] = (yaw, pitch)
+        return gaze
 
 
 @dataclass

@@ -67,6 +67,7 @@ class StagePlan:
     ir: Path | None = None  # the IR it runs; None: a model-free stage
     # the IR compiled for this CPU model and OpenVINO build at the LATENCY hint (see BLOB_HINT)
     blob: Path | None = None
+    parts: dict = field(default_factory=dict)  # role -> StagePlan, for a stage that runs others (dual-gaze)
 
 
 # Blobs are made at the hint a bundle runs at by default; another hint or device compiles the IR.
@@ -117,6 +118,23 @@ def check_params(params: list[str] | dict | None, ids, classes: dict | None = No
     return params
 
 
+def _from_plan(plan: StagePlan, cls, params: dict, config: dict):
+    """One stage of a bundle: its class with its parameters (--param over the plan's), on its
+    compiled IR, or on its parts (each a stage of its own)."""
+    settings = cls.settings({**plan.params, **params.get(plan.id, {})})  # before the compile
+    if plan.parts:
+        return cls({role: _from_plan(p, stages.load_class(p.implementation, p.id), params, config)
+                    for role, p in plan.parts.items()}, **settings)
+    device, rest = config["device"], {k: v for k, v in config.items() if k != "device"}
+    if plan.ir is None:
+        compiled = None
+    elif plan.blob is not None and (device.upper(), rest["hint"].upper()) == (BLOB_DEVICE, BLOB_HINT):
+        compiled = runtime.import_compiled(plan.blob, device, **rest)
+    else:
+        compiled = runtime.compile_model(plan.ir, device, **rest)
+    return cls(compiled, **settings)
+
+
 def _timed(ms: dict, kind: str, fn, *args):
     t = time.perf_counter()
     out = fn(*args)
@@ -144,7 +162,7 @@ class Pipeline:
         self.reset()
 
     @classmethod
-    def from_set(cls, models: str = "mediapipe", precision: str = "FP32", device: str = "CPU", *,
+    def from_set(cls, models: str = "default", precision: str = "FP32", device: str = "CPU", *,
                  face: str | None = None, landmarks: str | None = None, head_pose: str | None = None,
                  gaze: str | None = None, eye_state: str | None = None, hint: str = "LATENCY",
                  threads: int | None = None, prepare: bool = True, params: list[str] | dict | None = None,
@@ -163,12 +181,13 @@ class Pipeline:
         # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH20
         split = {kind: stages.split_choice(impl, precision, _flag(kind)) for kind, impl in chosen.items()}
         check_requires({kind: impl for kind, (impl, _) in split.items()})
-        params = check_params(params, [i for i, _ in split.values()])
+        ids = [m for i, _ in split.values() for m in dict.fromkeys([i, *stages.stage_class(i).parts.values()])]  # and parts
+        params = check_params(params, ids)
         built = {}
         for kind, (impl, own) in split.items():
-            if prepare and stages.model_of(impl):
-                convert.prepare(stages.model_of(impl), own)
-            built[kind] = stages.build(impl, own, device, params=params.get(impl), hint=hint,
+            for model in stages.models_of(impl) if prepare else ():
+                convert.prepare(model, own)
+            built[kind] = stages.build(impl, own, device, params=params.get(impl), part_params=params, hint=hint,
                                        threads=DEFAULT_THREADS if threads is None else threads)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)
@@ -180,18 +199,10 @@ class Pipeline:
         model folder. params: --param items over each plan's own, by stage id."""
         classes = {kind: stages.load_class(p.implementation, f"{kind} stage {p.id}") for kind, p in plans.items()}
         check_requires({kind: p.id for kind, p in plans.items()}, classes)
-        params = check_params(params, [p.id for p in plans.values()], {p.id: classes[k] for k, p in plans.items()})
-        config = dict(hint=hint, threads=DEFAULT_THREADS if threads is None else threads)
-        built = {}
-        for kind, plan in plans.items():
-            settings = classes[kind].settings({**plan.params, **params.get(plan.id, {})})  # before the compile
-            if plan.ir is None:
-                compiled = None
-            elif plan.blob is not None and (device.upper(), hint.upper()) == (BLOB_DEVICE, BLOB_HINT):
-                compiled = runtime.import_compiled(plan.blob, device, **config)
-            else:
-                compiled = runtime.compile_model(plan.ir, device, **config)
-            built[kind] = classes[kind](compiled, **settings)
+        every = {p.id: p for plan in plans.values() for p in (plan, *plan.parts.values())}  # a part takes --param too
+        params = check_params(params, list(every), {i: stages.load_class(p.implementation, i) for i, p in every.items()})
+        config = dict(hint=hint, threads=DEFAULT_THREADS if threads is None else threads, device=device)
+        built = {kind: _from_plan(plan, classes[kind], params, config) for kind, plan in plans.items()}
         kw.setdefault("names", {kind: p.id for kind, p in plans.items()})
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), **kw)

@@ -36,7 +36,8 @@ def trace(models: str, video: str) -> np.ndarray:
     rows = []
     for fr in pipe.run(open_source(str(ROOT.parent / "shared/data/video" / video))):
         a = cal.face_angles(fr.faces[0]) if fr.faces else None
-        rows.append(np.full(3, np.nan) if a is None else a[[0, 1, 4]])
+        rows.append(np.full(3, np.nan) if a is None else  # the stage's gaze, the openness after the FEATURES
+                    [fr.faces[0].gaze.yaw, fr.faces[0].gaze.pitch, a[len(cal.FEATURES)]])
     return np.array(rows)
 
 

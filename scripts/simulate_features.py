@@ -102,7 +102,7 @@ def observe(u, points, idx, x, s, eye0, moving: bool) -> dict:
 
 def fit_predict(cols, calib: dict, points: np.ndarray, test: dict) -> np.ndarray:
     """Affine ridge (standardised, alpha 1e-2) on the robust target means of the chosen columns."""
-    feats = np.stack([regression.robust_mean(np.column_stack([c[k] for k in cols])) for c in calib])
+    feats = np.stack([regression.robust_mean(np.column_stack([c[k] for k in cols]), (0, 1)) for c in calib])
     mean, sd = feats.mean(0), np.maximum(feats.std(0), 1e-9)
     design = lambda f: np.column_stack([(f - mean) / sd, np.ones(len(f))])  # noqa: E731
     a = design(feats)

@@ -91,6 +91,16 @@ def mixed_profile(path: Path) -> Path:
     return path
 
 
+def sample_rows(head, network=None, iris=None, *extra):
+    """Calibration sample rows (regression.FEATURES order, then `extra` columns such as the openness)
+    from (n, 2) gaze angles of each signal given (NaN for a signal not given) and (n, 2) head angles."""
+    import numpy as np
+
+    head = np.asarray(head, np.float64)
+    nan = np.full((len(head), 2), np.nan)
+    return np.column_stack([nan if network is None else network, nan if iris is None else iris, head, *extra])
+
+
 def read_frames(rel: str, indices) -> list:
     """Decode the given frame indices of a shared video (BGR)."""
     from pipeline.sources import read_frames as read_at

@@ -383,7 +383,7 @@ def test_every_option_has_help():
     assert not missing, missing
     text = subprocess.run([sys.executable, "-m", "pipeline", "run", "--help"], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
-    assert text.startswith("usage: python -m pipeline run") and "(default: mediapipe)" in text
+    assert text.startswith("usage: python -m pipeline run") and "(default: default)" in text
 
 
 def test_filelock_is_imported_before_anything_can_fork_from_a_thread():

@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import jsonl_frames, mixed_profile, shared_path
+from conftest import jsonl_frames, mixed_profile, sample_rows, shared_path
 
 from pipeline.cli import main
 
@@ -63,7 +63,8 @@ def _calibration(path, width=1920, height=1080):
     """A calibration file for plumbing: a fitted model of synthetic samples (test_mouse does the same)."""
     from pipeline.control.calibration import Calibration, GazeModel, ScreenGeometry
 
-    x = np.random.default_rng(0).normal(size=(50, 4))
+    rng = np.random.default_rng(0)
+    x = sample_rows(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))  # head, then the network's angles
     return Calibration(ScreenGeometry(width, height, 530, 300), GazeModel().fit(x, x[:, :2] * 100 + 500),
                        "someone").save(path)
 
@@ -142,16 +143,27 @@ def test_deploy_replaces_a_bundle_whole_and_lists_only_what_the_profile_uses(zoo
     assert "edgegaze run --bundle b" in (tmp_path / "b" / "README.md").read_text()
 
 
-def test_a_stage_running_another_models_ir_travels_and_runs_without_the_zoo(zoo_ready, tmp_path, monkeypatch):
-    """mesh+3ddfa is a stage id with a class of its own that runs 3ddfa-v2-mb05's IR (stages.ON_MODEL)."""
+@pytest.mark.parametrize("swap, files, reads", [
+    # mesh+3ddfa: a stage id with a class of its own that runs 3ddfa-v2-mb05's IR (stages.ON_MODEL)
+    (('head_pose = "mesh"', 'head_pose = "mesh+3ddfa@FP32"'), ["3ddfa-v2-mb05"], "head_pose"),
+    # dual-gaze (the default set's gaze): a stage that runs two zoo models as its parts, iris on
+    (('gaze = "gaze-estimation-adas-0002@FP16"', 'gaze = "dual-gaze@FP32"'),
+     ["gaze-estimation-adas-0002", "iris-landmark"], "gaze"),
+], ids=["mesh+3ddfa", "dual-gaze"])
+def test_a_stage_running_other_models_travels_and_runs_without_the_zoo(swap, files, reads, zoo_ready, tmp_path,
+                                                                       monkeypatch):
     profile, video = mixed_profile(tmp_path / "profile.toml"), str(shared_path(VIDEO))
-    profile.write_text(profile.read_text().replace('head_pose = "mesh"', 'head_pose = "mesh+3ddfa@FP32"'))
-    args = ["--input", video, "--max-frames", "10"]
+    profile.write_text(profile.read_text().replace(*swap))
+    args = ["--input", video, "--max-frames", "10", "--param", "dual-gaze.iris=true"] if reads == "gaze" else \
+        ["--input", video, "--max-frames", "10"]
     assert main(["run", "--profile", str(profile), *args, "--json", str(tmp_path / "p.jsonl")]) == 0
     assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "b" / "models" / "3ddfa-v2-mb05" / "FP32" / "3ddfa-v2-mb05.xml").is_file()
+    for model in files:
+        assert (tmp_path / "b" / "models" / model / "FP32" / f"{model}.xml").is_file()
     monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))  # no manifest from here on
     monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path / "empty-home"))
     assert main(["run", "--bundle", str(tmp_path / "b"), *args, "--json", str(tmp_path / "b.jsonl")]) == 0
     frames = jsonl_frames(tmp_path / "b.jsonl")
-    assert frames == jsonl_frames(tmp_path / "p.jsonl") and all(f["faces"][0]["head_pose"] for f in frames)
+    assert frames == jsonl_frames(tmp_path / "p.jsonl") and all(f["faces"][0][reads] for f in frames)
+    if reads == "gaze":  # --param reached the part-running stage in the bundle: both signals
+        assert all(set(f["faces"][0]["gaze"]["signals"]) == {"network", "iris"} for f in frames)

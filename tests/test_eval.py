@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.errors import EdgegazeError
 from pipeline.evaluate import datasets, gaze_session, headpose, landmarks, metrics
-from conftest import shared_path
+from conftest import sample_rows, shared_path
 
 SESSION = Path(__file__).parent / "data" / "gaze_session"
 
@@ -184,7 +184,7 @@ def test_loto_with_a_known_linear_map():
     from pipeline.control.calibration import GazeModel
 
     targets = np.array([[100, 100], [900, 100], [500, 500], [100, 900], [900, 900]], float)
-    samples = {k: [np.r_[(t - 500) / 20, 0, 0] + e for e in np.zeros((3, 4))] for k, t in enumerate(targets)}
+    samples = {k: list(sample_rows(np.zeros((3, 2)), np.tile((t - 500) / 20, (3, 1)))) for k, t in enumerate(targets)}
     preds = gaze_session.leave_one_target_out(targets, samples, lambda: GazeModel("affine-gaze-head", alpha=1e-9))
     screen = {"width_px": 1000, "height_px": 1000, "width_mm": 500, "height_mm": 500}
     row = gaze_session.errors(targets, preds, screen, 600)
@@ -293,6 +293,22 @@ def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
     assert row["distance_source"] == "face size" and 200 < row["distance_mm"] < 3000
 
 
+def test_gaze_session_with_no_flags_compares_the_default_set_s_signals(zoo_ready, tmp_path):
+    """`eval gaze-session` with no --models runs the default set with both gaze signals: each is
+    validated on its own, the row's figure is the one the calibration picks, never above the
+    better single signal's."""
+    from pipeline.cli import main
+
+    video = shared_path("video/udacity_demo_1080p.mp4")
+    assert main(["eval", "gaze-session", str(SESSION), "--video", str(video), "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "gaze_session.json").read_text())["rows"][0]
+    assert row["set"] == "default" and row["stages"].endswith("dual-gaze")
+    alone = {s: row[f"{s}_deg"] for s in ("network", "iris", "both")}
+    signal = row["calibration"]["signal"]
+    assert row["mean_deg"] == alone[signal] <= min(alone["network"], alone["iris"]), (signal, alone)
+    assert f" on {signal}" in row["model"] and "network alone deg" in (tmp_path / "gaze_session.md").read_text()
+
+
 def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):
     """A stills session end to end through the CLI: frames of a shared video saved as images, each
     pair of neighbouring frames one target, the targets placed by an axis-wise map of the gaze the
@@ -351,8 +367,8 @@ def test_blinks_on_a_real_webcam_video_are_dropped_from_calibration(zoo_ready):
     for blink in (59, 395):
         frames = list(range(blink - 15, blink + 16))  # half a second either side: one target's look
         sample = np.array([rows[i] for i in frames])
-        assert sample.shape == (31, 5) and np.isfinite(sample).all()
-        openness = sample[:, 4]
+        assert sample.shape == (31, 7) and np.isfinite(sample[:, 2:]).all()  # the iris signal, head, openness
+        openness = sample[:, 6]
         assert openness[15] < 0.5 * np.median(openness)
         dropped = [frames[k] for k in np.flatnonzero(~open_eyes(openness))]
         assert blink in dropped and all(abs(i - blink) <= 2 for i in dropped), dropped

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import need_tool, shared_path
+from conftest import need_tool, sample_rows, shared_path
 
 # omz: its head pose signs are the ones checked against the video below; EDGEGAZE_MOUSE_MODELS=mediapipe
 # runs the same tests on the default set.
@@ -245,7 +245,7 @@ def test_calibration_for_another_screen_is_refused(pg, tmp_path):
     from pipeline.control.calibration import Calibration, GazeModel, ScreenGeometry
 
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(50, 4))
+    x = sample_rows(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))
     model = GazeModel().fit(x, x[:, :2] * 100 + 500)
     path = Calibration(ScreenGeometry(1920, 1080, 530, 300), model, "someone").save(tmp_path / "c.json")
     p = _cli(["mouse", "--input", str(shared_path(UDACITY)), "--mode", "gaze", "--calibration", str(path), "--models", MODELS])
@@ -353,7 +353,7 @@ def test_calibration_takes_out_the_head_leak_it_measures_within_targets(udacity)
     from pipeline.control.regression import AutoGazeModel
 
     rows = np.array([a for a in (cal.face_angles(f) for _, _, f in udacity if f is not None) if a is not None])
-    head = rows[:, 2:4] - rows[:, 2:4].mean(0)
+    head = rows[:, 4:6] - rows[:, 4:6].mean(0)
     pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
     jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
     corners = cal.target_points("2x2", W, H)
@@ -364,7 +364,7 @@ def test_calibration_takes_out_the_head_leak_it_measures_within_targets(udacity)
         x, y = [], []
         for p, s in zip(corners, spans):
             true = [-40 * (p[0] / W - 0.5), -25 * (p[1] / H - 0.5)]  # the camera sees the gaze mirrored
-            x.append(np.column_stack([true + leak * head[s] + jitter[s], rows[s, 2:]]))
+            x.append(sample_rows(rows[s, 4:6], true + leak * head[s] + jitter[s]))
             y.append(np.repeat(p[None], per, 0))
         measured = AutoGazeModel([W, H]).fit(np.concatenate(x), np.concatenate(y)).choice["head_leak"]
         assert np.allclose(measured, leak, atol=0.12), (leak, measured)
@@ -398,8 +398,7 @@ def test_a_photo_that_caught_a_glance_away_is_left_out_of_the_calibration(udacit
     points = cal.target_points("4x4", W, H)
     frames = np.linspace(0, len(rows) - 1, len(points)).astype(int)  # one photo per target
     true = np.column_stack([-40 * (points[:, 0] / W - 0.5), -25 * (points[:, 1] / H - 0.5)])
-    clean = np.column_stack([true + jitter[frames] + 0.2 * (rows[frames, 2:4] - rows[:, 2:4].mean(0)),
-                             rows[frames, 2:]])
+    clean = sample_rows(rows[frames, 4:6], true + jitter[frames] + 0.2 * (rows[frames, 4:6] - rows[:, 4:6].mean(0)))
     glance = clean.copy()
     glance[5, :2] += [12.0, 0.0]
 
@@ -421,3 +420,52 @@ def test_a_photo_that_caught_a_glance_away_is_left_out_of_the_calibration(udacit
     print(f"glance: {kept:.0f} -> {left:.0f} px; clean: {loto(clean, False):.0f} -> {loto(clean, True):.0f} px")
     assert left < 0.8 * kept
     assert loto(clean, True) <= 1.05 * loto(clean, False)
+
+
+def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_the_calibration_reads_it(
+        tmp_path, zoo_ready, monkeypatch):
+    """`edgegaze mouse --mode gaze` builds the default set. A recorded calibration on it compares
+    the gaze signals and records its choice; the mouse then runs the iris model only for a
+    calibration that reads it (its inference time stays 0 otherwise), and moves the pointer either way."""
+    import argparse
+
+    from pipeline.control import app
+    from pipeline.control import calibration as cal
+    from pipeline.control.options import add_mouse_arguments, options_from_args
+    from pipeline.sources import open_source
+
+    targets, screen = _write_session(tmp_path)
+    chosen = app.calibrate_recorded(str(shared_path(UDACITY)), targets, screen, min_samples=2, log=lambda *_: None)
+    assert set(chosen.choice["signals"]) == {"network", "iris", "both"}
+    assert chosen.validation["mean_error_px"] == chosen.choice["signals"][chosen.model.signal]["mean_error_px"]
+    built = []
+
+    def keep(*a, **k):
+        built.append(real(*a, **k))
+        return built[-1]
+
+    real = app._pipeline
+    monkeypatch.setattr(app, "_pipeline", keep)
+    session = cal.read_targets_csv(targets)
+    p = argparse.ArgumentParser()
+    add_mouse_arguments(p)
+    for signal in ("network", "iris"):
+        pipe = real("default", "FP32", "CPU")
+        cal.use_signals(pipe)
+        video = open_source(str(shared_path(UDACITY)), max_frames=max(session) + 1)
+        frames = ((fr.index, fr.timestamp, app._face(fr)) for fr in pipe.run(video))
+        points, samples = cal.samples_from_session(frames, session)
+        x = np.concatenate([samples[k] for k in sorted(samples)])
+        y = np.concatenate([np.repeat(points[k][None], len(samples[k]), 0) for k in sorted(samples)])
+        model = cal.regressor("auto", [W, H], signal).fit(x, y).model
+        path = cal.Calibration(cal.ScreenGeometry(W, H, 344, 215, 600), model, "t").save(tmp_path / f"{signal}.json")
+        o = options_from_args(p.parse_args(["--input", str(shared_path(UDACITY)), "--mode", "gaze", "--calibration",
+                                            str(path), "--dry-run", "--screen-size", f"{W}x{H}", "--max-frames", "60"]))
+        assert o.models == "default"
+        lines = []
+        summary = app.run_mouse(o, log=lines.append)
+        gaze = built[-1].back["gaze"]
+        assert type(gaze).__name__ == "DualGaze" and gaze.iris == (signal == "iris")
+        assert (gaze.part["iris"].infer_ms > 0) == (signal == "iris"), signal
+        assert summary.frames == 60 and summary.states["moved"] > 30, summary.line()
+        assert any(f"on {cal.SIGNAL_WORDS[signal]}" in line for line in lines), lines

@@ -92,7 +92,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_home):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "valid ids" in bad.stderr and "face-landmark" in bad.stderr
     bad = run("convert", "--set", "nope")
-    assert bad.returncode == 2 and "valid sets: mediapipe, omz" in bad.stderr
+    assert bad.returncode == 2 and "valid sets: default, mediapipe, omz" in bad.stderr
     bad = run("convert", "--model", "face-landmark")  # not fetched in this home
     assert bad.returncode == 2 and "edgegaze models fetch --model face-landmark" in bad.stderr
 

@@ -42,7 +42,7 @@ def _add_eval(sub) -> None:
         p.add_argument("path", help=path_help)
         if dataset:
             p.add_argument("--dataset", default=dataset, help="format (landmarks: ibug68 or dlib-xml)")
-        p.add_argument("--models", default="mediapipe", help="comma list of model sets, e.g. omz,mediapipe")
+        p.add_argument("--models", default="default", help="comma list of model sets, e.g. default,mediapipe,omz")
         p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
         for stage in ("face", "landmarks", "head-pose", "gaze"):

@@ -13,10 +13,10 @@ def add(sub) -> None:
 
 
 def _models_list(args) -> int:
-    from pipeline import zoo
+    from pipeline import stages
 
     rows = [("id", "set", "stage", "precisions", "cached", "size", "license")]
-    for m in zoo.select(args.set):
+    for m in stages.zoo_models(args.set):
         size = sum(m.cached(f).stat().st_size for f in m.files if m.cached(f).exists())
         rows.append((m.id, m.set, m.stage, ",".join(m.precisions), "yes" if m.is_cached() else "no",
                      f"{size / 1e6:.1f} MB" if size else "-", m.license))
@@ -34,16 +34,16 @@ def _models_show(args) -> int:
 
 
 def _models_fetch(args) -> int:
-    from pipeline import zoo
+    from pipeline import stages, zoo
 
-    for spec in zoo.select(_selected_set(args), args.model):
+    for spec in stages.zoo_models(_selected_set(args), args.model):
         files = zoo.fetch(spec, mirror=args.mirror)
         print(f"{spec.id}: {len(files)} file(s) verified in {files[0].parent.parent}")
     return 0
 
 
 def _convert(args) -> int:
-    from pipeline import convert, zoo
+    from pipeline import convert, stages, zoo
 
     precisions = [p.strip().upper() for p in args.precision.split(",") if p.strip()]
     convertible = sorted({p for spec in zoo.select("all") for p in spec.precisions})
@@ -53,7 +53,7 @@ def _convert(args) -> int:
         if precision not in convertible:
             raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "
                                 "(INT8 and pruned forms come from `edgegaze optimize`)")
-    for spec in zoo.select(_selected_set(args), args.model):
+    for spec in stages.zoo_models(_selected_set(args), args.model):
         for precision in precisions:
             if precision in spec.precisions:
                 convert.convert(spec, precision, force=args.force)

@@ -77,9 +77,9 @@ def _mouse(args) -> int:
     return app.mouse_command(args)
 
 
-def _add_input_models(p: argparse.ArgumentParser, input_help: str, precision_help: str) -> None:
+def _add_input_models(p: argparse.ArgumentParser, input_help: str, precision_help: str, models: str = "default") -> None:
     p.add_argument("--input", required=True, help=input_help)
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe or omz")
+    p.add_argument("--models", default=models, help="model set, e.g. mediapipe or omz")
     p.add_argument("--precision", default="FP32", help=precision_help)
 
 
@@ -87,7 +87,7 @@ def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
     _add_input_models(p, "webcam index, video file, image or folder of images",
-                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)")
+                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)", models="default")
     p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
                    "lists (CPU, GPU, NPU), or AUTO")
     add_stage_options(p)

@@ -89,7 +89,7 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
     return cal.ScreenGeometry(s.width, s.height, *(mm or (None, None)), distance_mm=o.distance_mm)
 
 
-def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", precision="FP32",
+def calibrate_recorded(video, targets_csv, screen_json, models="default", precision="FP32",
                        device="CPU", method="auto", min_samples=5, out=None, user=None, params=None, stages=None,
                        max_error_deg=None, log=print):
     """Fit and evaluate (leave-one-target-out) a calibration from a recorded session; `params` are
@@ -106,6 +106,7 @@ def calibrate_recorded(video, targets_csv, screen_json, models="mediapipe", prec
     source = open_source(video, max_frames=max(frame_targets) + 1)
     cal.check_targets_fit(video, frame_targets, targets_csv, source.promised)  # before the run, where the header tells
     pipeline = _pipeline(models, precision, device, params=params, stages=stages)
+    cal.use_signals(pipeline)  # every gaze signal the stage can give: the calibration chooses among them
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
     cal.check_targets_fit(video, frame_targets, targets_csv, source.delivered)
@@ -186,12 +187,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
     calib, calib_path = _saved_calibration(o, backend.screen, log, profile.get("calibration"))  # before any compile
     pipeline = _pipeline(o.models, o.precision, o.device, profile or None, o.params, o.stages)
-    if closed_eyes_source(pipeline) is None:  # a blink click or the eyes-closed pause would never fire
-        if o.clicks.blink:
-            raise EdgegazeError("--blink needs a stage that sees closed eyes, and this pipeline has none: "
-                                "add --eye-state open-closed-eye-0001 (or use the mediapipe set)")
-        if o.pause_gesture_s:
-            log("no stage here sees closed eyes: the eyes-closed pause is off (pause with the hotkey)")
+    _gaze_signals(o, pipeline, calib, log)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
@@ -200,6 +196,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
         log(f"saved {calib_path}")
+        _gaze_signals(o, pipeline, calib, log)
         source = frames()
     mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
     controller = MouseController(
@@ -213,6 +210,30 @@ def _load_profile(path: str | None) -> dict:
     from pipeline import profile as profiles
 
     return profiles.load(path) if path else {}
+
+
+def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log) -> None:
+    """The gaze signals the pipeline computes from here on: every one while gaze mode calibrates,
+    then those the calibration reads (none outside gaze mode), plus the iris model for its eyelids
+    where --blink needs them; so a calibration that reads the OMZ network alone never runs the
+    iris model. Then whether anything sees closed eyes for blink clicks and the eyes-closed pause."""
+    if o.mode == "gaze" and calib is None:
+        cal.use_signals(pipeline)
+    else:
+        wanted = cal.needs(calib.model) if calib is not None else ()
+        if o.clicks.blink and "iris" in getattr(pipeline.back.get("gaze"), "signals", ()):
+            wanted = (*wanted, "iris") if "iris" not in wanted else wanted  # its lids see a blink
+        cal.use_signals(pipeline, wanted)
+    source = closed_eyes_source(pipeline)
+    if source is None:  # a blink click or the eyes-closed pause would never fire
+        if o.clicks.blink:
+            raise EdgegazeError("--blink needs a stage that sees closed eyes, and this pipeline has none: "
+                                "add --eye-state open-closed-eye-0001 (or use the mediapipe set)")
+        if o.pause_gesture_s:
+            log("no stage here sees closed eyes: the eyes-closed pause is off (pause with the hotkey)")
+    elif source == "FaceMesh's eye points" and o.pause_gesture_s:
+        log("the eyes-closed pause reads FaceMesh's eye points, which barely move in a blink: pause with the "
+            "hotkey, or add --blink (runs the iris model, whose eyelids see a closure)")
 
 
 def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None) -> tuple[cal.Calibration | None, Path | None]:

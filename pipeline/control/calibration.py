@@ -1,9 +1,12 @@
 """Gaze calibration: targets, steady-sample collection, the regression, validation, save/load.
 
-The regression is `regression.choose`: each target's robust mean gaze, a model whose capacity the
-targets can support (axis-wise, affine, or quadratic; gaze angles alone or with head angles; ridge
-strength), chosen by leave-one-target-out on the calibration itself, predictions kept on the
-screen. `method` can also name one candidate (e.g. "quadratic-gaze-head", the old degree-2 default).
+The regression is `regression.choose`: each target's robust mean gaze, the gaze signal that serves
+this user (the OMZ gaze network's angles, the iris stage's, or both: whichever the pipeline
+computes) and a model whose capacity the targets can support (axis-wise, affine, or quadratic;
+gaze angles alone or with head angles; ridge strength), chosen by leave-one-target-out on the
+calibration itself, predictions kept on the screen. `method` can also name one candidate (e.g.
+"quadratic-gaze-head", the old degree-2 default). The file records the signal; `needs` says which
+signals a calibration reads, so the mouse runs the iris model only where it does.
 
 Validation is leave-one-target-out around the whole choice (nested): each target is predicted by a
 calibration chosen and fitted on the others, and the error is reported in px, % of the screen
@@ -34,10 +37,14 @@ from pipeline.evaluate import metrics
 from pipeline.paths import atomic_write
 
 FEATURES = regression.FEATURES
+SIGNAL_WORDS = {"network": "the OMZ gaze network's angles", "iris": "the iris stage's angles",
+                "both": "both gaze signals"}
 METHODS = ("auto",) + tuple(c.name for c in regression.CANDIDATES)
 DEFAULT_MAX_ERROR_DEG = 8.0
 DEFAULT_DISTANCE_MM = 600.0
-VERSION = 2  # 2: models chosen by regression.choose
+# 2: models chosen by regression.choose; 3: the gaze signal named (network, iris or both). A version-2
+# file's gaze angles were whichever gaze stage its pipeline ran, which the file does not say: refused.
+VERSION = 3
 
 
 @dataclass
@@ -120,15 +127,19 @@ def target_points(layout: str | int, width: int, height: int, margin: float = 0.
 
 
 def face_angles(face) -> np.ndarray | None:
-    """A calibration sample: mapping.face_angles (the FEATURES) plus the eyes' `openness`, which
-    regression.robust_mean uses to drop blinks; None when an angle is missing."""
+    """A calibration sample: mapping.face_angles (the FEATURES; NaN for a gaze signal the pipeline
+    does not compute) plus the eyes' `openness`, which regression.robust_mean uses to drop blinks;
+    None without a gaze or head pose."""
     angles = mapping.face_angles(face)
     return None if angles is None else np.append(angles, openness(face))
 
 
 class SteadySampler:
     """Keeps a sample when gaze has been steady: after `settle_s` on the target, the last
-    `window` gaze yaw/pitch values spread (std) less than `steady_deg`."""
+    `window` gaze yaw/pitch values spread (std) less than `steady_deg`. The gaze is the first
+    signal the samples carry (regression.SINGLE: the OMZ network's where there is one), whichever
+    the calibration then reads: steadiness tells a fixation, and a signal that is noisier on some
+    frames (the iris stage behind lens reflections) would drop them for both."""
 
     def __init__(self, settle_s: float = 0.3, window: int = 5, steady_deg: float = 2.5):
         self.settle_s, self.window, self.steady_deg = settle_s, window, steady_deg
@@ -141,7 +152,8 @@ class SteadySampler:
         if angles is None:
             self._recent = []
             return False
-        self._recent = (self._recent + [angles[:2]])[-self.window:]
+        self._recent = (self._recent + [angles[list(regression.SIGNALS[regression.default_signal(angles)])]])
+        self._recent = self._recent[-self.window:]
         return (t - self._t0 >= self.settle_s and len(self._recent) == self.window
                 and float(np.max(np.std(self._recent, axis=0))) < self.steady_deg)
 
@@ -156,17 +168,41 @@ def check_samples(targets: np.ndarray, samples: dict[int, list], min_samples: in
                             f"keep the face lit and in view)")
 
 
-def regressor(method: str = "auto", bounds=None):
-    """A fit/predict object for a calibration method: "auto" chooses from the data, a candidate name fixes it."""
+def regressor(method: str = "auto", bounds=None, signal: str | None = None):
+    """A fit/predict object for a calibration method on one gaze signal (regression.SIGNALS; default:
+    the first the samples have): "auto" chooses the map from the data, a candidate name fixes it."""
     if method == "auto":
-        return regression.AutoGazeModel(bounds)
+        return regression.AutoGazeModel(bounds, signal=signal)
     if method not in regression.BY_NAME:
         raise EdgegazeError(f"unknown calibration method {method!r}; valid: {', '.join(METHODS)}")
-    return regression.FixedGazeModel(method, bounds=bounds)
+    return regression.FixedGazeModel(method, bounds=bounds, signal=signal)
+
+
+def needs(model: GazeModel) -> tuple[str, ...]:
+    """The gaze stage signals (results.Gaze.signals) a calibration's model reads."""
+    return regression.SINGLE if model.signal == "both" else (model.signal,)
+
+
+def use_signals(pipeline, signals=None) -> None:
+    """Have the pipeline's gaze stage compute these signals (default: every one it can, as a
+    calibration wants) and no other it can leave out: the default set's stage runs the iris model
+    only while asked (stages.dual_gaze). A signal the stage cannot give is an error naming it."""
+    from pipeline.stages.dual_gaze import DualGaze
+
+    stage = pipeline.back.get("gaze")
+    have = getattr(stage, "signals", ())
+    wanted = have if signals is None else tuple(signals)
+    missing = [s for s in wanted if s not in have]
+    if missing:
+        raise EdgegazeError(f"this calibration reads {' and '.join(SIGNAL_WORDS[s] for s in missing)}, which this "
+                            f"pipeline's gaze stage ({pipeline.names.get('gaze', 'none')}) does not compute: run the "
+                            "model set it was made with (the default set computes both), or --recalibrate")
+    if isinstance(stage, DualGaze):
+        stage.iris = "iris" in wanted
 
 
 def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry,
-                         method: str = "auto") -> dict:
+                         method: str = "auto", signal: str | None = None) -> dict:
     """Per-target error of a calibration chosen and fitted without that target (nested for "auto");
     accuracy in px, % of screen width and visual-angle degrees, precision as each target's spread."""
     bounds = [screen.width_px, screen.height_px]
@@ -175,7 +211,7 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
         train = [i for i in samples if i != held]
         x = np.concatenate([np.asarray(samples[i]) for i in train])
         y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in train])
-        m = regressor(method, bounds).fit(x, y)
+        m = regressor(method, bounds, signal).fit(x, y)
         pred = m.predict(np.asarray(samples[held]))
         err = np.hypot(*(pred - targets[held]).T)
         all_err.append(err)
@@ -186,7 +222,9 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
             spread_deg.append(s_deg)
         per_target.append({"target": held, "x_px": float(targets[held][0]), "y_px": float(targets[held][1]),
                            "samples": len(err), "error_px": float(np.mean(err)), "spread_px": spread[-1],
-                           "model": m.choice.get("model"), "predictions": pred.round(1).tolist()})
+                           "error_deg": float(np.mean(all_deg[-1])) if s_deg is not None else None,
+                           "model": m.choice.get("model"), "signal": m.choice.get("signal"),
+                           "predictions": pred.round(1).tolist()})
     err = np.concatenate(all_err)
     return {"method": "leave-one-target-out" + (" (nested: the choice is redone without each target)"
                                                 if method == "auto" else ""),
@@ -222,7 +260,8 @@ class Calibration:
             if not isinstance(d, dict):  # valid JSON, but [] or 5: it said "'list' object has no attribute 'get'"
                 raise ValueError(f"a JSON {type(d).__name__}, not an object")
             if d.get("version") != VERSION:
-                raise ValueError(f"version {d.get('version')!r}, this edgegaze reads version {VERSION!r}")
+                raise ValueError(f"version {d.get('version')!r}, this edgegaze reads version {VERSION!r}"
+                                 + (" (version 2 did not record which gaze signal it read)" * (d.get('version') == 2)))
             cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
                               d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
             with np.errstate(all="ignore"):  # a model that cannot map a sample fails here, not at the first face
@@ -250,18 +289,40 @@ def default_path(width: int, height: int, user: str | None = None) -> Path:
     return Path(platformdirs.user_config_dir("edgegaze")) / "calibration" / f"{user}_{width}x{height}.json"
 
 
+def choose_signal(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry,
+                  method: str = "auto") -> tuple[str, dict]:
+    """(the gaze signal the calibration reads, each signal's validation): every signal the samples
+    carry (regression.available) is validated leave-one-target-out on its own, and
+    regression.pick_signal takes the best single one, or both where they beat it clearly. Three
+    targets are too few to compare (each fold fits two): the first signal there is."""
+    names = regression.compared(np.concatenate([np.asarray(samples[i], np.float64) for i in sorted(samples)]),
+                                len(samples))
+    if not names:
+        raise EdgegazeError("calibration failed: no gaze signal in every sample (the gaze stage computed none)")
+    validations = {s: leave_one_target_out(targets, samples, screen, method, s) for s in names}
+    unit = "error_deg" if screen.geometry() else "error_px"  # the figure the calibration reports
+    errors = {s: np.array([t[unit] for t in v["targets"]]) for s, v in validations.items()}
+    weights = [t["samples"] for t in next(iter(validations.values()))["targets"]]
+    return regression.pick_signal(errors, weights), validations
+
+
 def fit(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry, user: str = "",
         method: str = "auto", min_samples: int = 5) -> Calibration:
-    """Validate leave-one-target-out, then fit the final model on every target."""
+    """Choose the gaze signal on each one's leave-one-target-out validation (choose_signal), then
+    fit the final model on every target."""
     check_samples(targets, samples, min_samples)
     if len(samples) < 3:
         raise EdgegazeError(f"calibration needs at least 3 targets with samples, got {len(samples)}")
-    validation = leave_one_target_out(targets, samples, screen, method)
+    signal, validations = choose_signal(targets, samples, screen, method)
     x = np.concatenate([np.asarray(samples[i]) for i in sorted(samples)])
     y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in sorted(samples)])
-    final = regressor(method, [screen.width_px, screen.height_px]).fit(x, y)
+    final = regressor(method, [screen.width_px, screen.height_px], signal).fit(x, y)
+    per_signal = {s: {k: v[k] for k in ("mean_error_px", "mean_error_deg")} for s, v in validations.items()}
+    validation = validations[signal]
+    if len(validations) > 1:
+        validation = {**validation, "method": validation["method"] + "; the gaze signal chosen on each signal's own figure"}
     return Calibration(screen, final.model, user or getpass.getuser(), validation,
-                       time.strftime("%Y-%m-%dT%H:%M:%S"), final.choice)
+                       time.strftime("%Y-%m-%dT%H:%M:%S"), {**final.choice, "signals": per_signal})
 
 
 def read_targets_csv(path) -> dict[int, tuple[float, float]]:
@@ -347,16 +408,29 @@ def visual_angle_summary(cal: Calibration) -> str:
     deg = v.get("mean_error_deg")
     deg_txt = f", {deg:.2f} deg" if deg is not None else " (no screen mm: no degrees)"
     model = cal.choice.get("model", cal.model.name)
-    leak = (f", head leak taken out of the gaze (yaw {cal.model.leak[0]:+.2f}, pitch {cal.model.leak[1]:+.2f} "
-            f"x head angle)" if any(cal.model.leak) else "")
+    lk = cal.model.leak
+    leak = (", head leak taken out of the gaze (" + "; ".join(
+        f"{name + ' ' if len(lk) > 2 else ''}yaw {lk[2 * i]:+.2f}, pitch {lk[2 * i + 1]:+.2f}"
+        for i, name in enumerate(needs(cal.model))) + " x head angle)" if any(lk) else "")
     left = cal.choice.get("left_out") or []
     left = (f"; left out as not looked at like the others: target{'s' * (len(left) > 1)} at "
             + ", ".join(f"({x:.0f}, {y:.0f})" for x, y in left) + " px" if left else "")
     return (f"calibration error ({v.get('method')}): mean {v.get('mean_error_px', math.nan):.0f} px"
             f" ({v.get('mean_error_pct_width', math.nan):.1f} % of the width){deg_txt}, median "
             f"{v.get('median_error_px', math.nan):.0f} px over {len(v.get('targets', []))} targets; "
-            f"model {model} (alpha {cal.model.alpha:g}) fitted on {cal.choice.get('targets', len(v.get('targets', [])))}"
-            f" targets{leak}{left}")
+            f"model {model} on {SIGNAL_WORDS[cal.model.signal]} (alpha {cal.model.alpha:g}) fitted on "
+            f"{cal.choice.get('targets', len(v.get('targets', [])))} targets{leak}{left}{_others(cal)}")
+
+
+def _others(cal: Calibration) -> str:
+    """What the signals not chosen read on the same validation, if any were compared."""
+    others = {s: v for s, v in cal.choice.get("signals", {}).items() if s != cal.model.signal}
+    if not others:
+        return ""
+    unit = "deg" if all(v.get("mean_error_deg") is not None for v in others.values()) else "px"
+    figure = {s: v["mean_error_deg"] if unit == "deg" else v["mean_error_px"] for s, v in others.items()}
+    return "; the other signals read " + ", ".join(f"{s} {f:.{2 if unit == 'deg' else 0}f} {unit}"
+                                                   for s, f in figure.items())
 
 
 def error_too_large(cal: Calibration, max_error_deg: float | None, max_error_pct: float = 15.0) -> str | None:

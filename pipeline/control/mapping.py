@@ -10,7 +10,8 @@ Modes:
 - head: head yaw/pitch relative to a neutral pose -> absolute point (a head pointer, like
   eViacam / Project GameFace); an acceleration curve makes small turns fine and large ones reach
   the edges.
-- gaze: the calibration (regression.GazeModel, chosen from the targets) from gaze and head angles -> point.
+- gaze: the calibration (regression.GazeModel, chosen from the targets) from the gaze signal it
+  reads and the head angles -> point.
 - relative: the classic pointer-controller: the pointer moves along the gaze direction at a
   speed that grows with the angle off neutral.
 """
@@ -58,10 +59,14 @@ def curve(offset, dead_zone: float, full_scale, exponent: float) -> np.ndarray:
 
 
 def face_angles(face: FaceResult) -> np.ndarray | None:
-    """[gaze yaw, gaze pitch, head yaw, head pitch] in degrees, or None when one is missing."""
-    if face.gaze is None or face.head_pose is None:
+    """The calibration's features (regression.FEATURES), degrees: each gaze signal's yaw and pitch
+    (NaN for a signal the gaze stage did not compute), then the head's; None without a gaze or a
+    head pose."""
+    if face.gaze is None or face.head_pose is None or not face.gaze.signals:
         return None
-    return np.array([face.gaze.yaw, face.gaze.pitch, face.head_pose.yaw, face.head_pose.pitch])
+    nan = (np.nan, np.nan)
+    return np.array([*face.gaze.signals.get("network", nan), *face.gaze.signals.get("iris", nan),
+                     face.head_pose.yaw, face.head_pose.pitch])
 
 
 class Neutral:
@@ -121,8 +126,8 @@ class Mapper:
         sens = np.asarray(c.sensitivity, dtype=np.float64)
         if self.mode == "gaze":
             angles = face_angles(face)
-            if angles is None:
-                return None
+            if angles is None or not np.isfinite(angles[self.gaze_model.columns()]).all():
+                return None  # e.g. the iris signal of a calibration that reads it, on a frame without it
             # no mirror flip: a calibration made on the same (mirrored or not) input absorbs it
             point = self.gaze_model.predict(angles[None])[0]
             return self.screen.centre + sens * (point - self.screen.centre)

@@ -17,7 +17,7 @@ from pipeline.errors import EdgegazeError
 class MouseOptions:
     input: str = "0"
     mode: str = "head"
-    models: str = "mediapipe"
+    models: str = "default"
     precision: str = "FP32"
     device: str = "CPU"
     max_frames: int | None = None
@@ -81,7 +81,7 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--input", default="0", help="webcam index (default 0) or video file")
     p.add_argument("--mode", default="head", choices=["gaze", "head", "relative"],
                    help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
-    p.add_argument("--models", default="mediapipe", help="model set: mediapipe (default) or omz")
+    p.add_argument("--models", default=d.models, help="model set, e.g. mediapipe or omz (docs/gaze.md)")
     p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
     add_profile_options(p, "replaces --models/--precision")
     p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")

@@ -3,10 +3,15 @@
 A session (datasets.load_session) is a video of a person looking at known screen points
 (targets.csv). The pipeline runs over the video as the mouse app would (tracking on, one face);
 samples are collected with the app's own SteadySampler and calibration.samples_from_session,
-and the app's calibration (calibration.regressor: the model chosen from the targets, or one fixed
+and the app's calibration (calibration.regressor: the map chosen from the targets, or one fixed
 candidate) is validated leave-one-target-out: each target's samples are predicted by a calibration
-chosen and fitted on all the other targets. Any fit/predict pair can stand in (`model=`), for
-comparing calibration methods. A session can also be a folder of stills, one look per image.
+chosen and fitted on all the other targets. The pipeline computes every gaze signal its gaze stage
+can (the default set: the OMZ gaze network and the iris stage); each is validated so on its own,
+and the signal is chosen on those figures as the app's calibration chooses it
+(regression.pick_signal): the row's figures are the chosen signal's, and each signal's own figure
+is beside them (`network_deg`, `iris_deg`, `both_deg`). Any fit/predict pair can stand in
+(`model=`), for comparing calibration methods. A session can also be a folder of stills, one look
+per image.
 
 Errors per sample: on-screen distance in px and mm (screen.json's px pitch), and the visual angle
 at the eye between the rays to the predicted and the true point, the eye `distance` in front of the
@@ -122,7 +127,7 @@ def errors(targets: np.ndarray, predictions, screen: dict, distance_mm: float) -
 def evaluate_frames(frames, frame_width: int, session: datasets.Session, method: str = "auto",
                     steady: bool = True) -> dict:
     """Everything after inference: samples, cross-validation, errors (testable without models)."""
-    from pipeline.control import calibration
+    from pipeline.control import calibration, regression
 
     bounds = [session.screen["width_px"], session.screen["height_px"]]
     sampler = calibration.SteadySampler() if steady else EveryFrame()
@@ -137,13 +142,18 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
         distance, source = face_distance_mm([f for _, _, f in frames], frame_width), "face size"
         if distance is None:
             raise EdgegazeError(f"{session.root}: screen.json has no distance_mm and no face had eyes to estimate it")
-    model = (lambda: calibration.regressor(method, bounds))
-    row = errors(targets, leave_one_target_out(targets, samples, model), session.screen, distance)
     x = np.concatenate([np.asarray(samples[i], np.float64) for i in sorted(samples)])
     y = np.concatenate([np.repeat(targets[i][None], len(samples[i]), 0) for i in sorted(samples)])
+    rows = {s: errors(targets, leave_one_target_out(targets, samples, lambda: calibration.regressor(method, bounds, s)),
+                      session.screen, distance)  # each signal alone, as the calibration validates it
+            for s in regression.compared(x, len(samples))}
+    signal = regression.pick_signal({s: np.array([t["error_deg"] for t in r["per_target"]]) for s, r in rows.items()},
+                                    [t["samples"] for t in next(iter(rows.values()))["per_target"]])
+    row = rows[signal]
     row.update(targets=len(targets), targets_used=len(samples), distance_mm=distance, distance_source=source,
                frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames),
-               calibration=model().fit(x, y).choice)
+               calibration=calibration.regressor(method, bounds, signal).fit(x, y).choice,
+               **{f"{s}_deg": r["mean_deg"] for s, r in rows.items() if len(rows) > 1})
     return row
 
 
@@ -151,12 +161,15 @@ COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", 
            ("samples", "samples", "d"), ("mean_px", "mean px", ".0f"), ("mean_pct_width", "% width", ".1f"),
            ("mean_deg", "mean deg", ".2f"), ("median_deg", "median deg", ".2f"), ("mean_mm", "mean mm", ".1f"),
            ("precision_px", "precision px", ".0f"), ("precision_deg", "precision deg", ".2f"),
-           ("model", "calibration", ""), ("distance_mm", "distance mm", ".0f"),
+           ("model", "calibration", ""), ("network_deg", "network alone deg", ".2f"),
+           ("iris_deg", "iris alone deg", ".2f"), ("both_deg", "both alone deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
            ("distance_source", "distance from", "")]
 
 
-def evaluate(path, models="mediapipe", precisions="FP32", out=None, video=None, steady: bool = True,
+def evaluate(path, models="default", precisions="FP32", out=None, video=None, steady: bool = True,
              method: str = "auto", overrides: dict | None = None, log=print) -> dict:
+    from pipeline.control.calibration import use_signals
+
     session = datasets.load_session(path, video)
     steady = steady and not session.stills  # a still is one look: no steadiness to wait for
     rows = []
@@ -166,11 +179,12 @@ def evaluate(path, models="mediapipe", precisions="FP32", out=None, video=None, 
         if isinstance(pipeline, str):
             rows.append({**row, "error": pipeline})
             continue
+        use_signals(pipeline)  # every gaze signal the stage can give: the calibration chooses
         frames, width = run_session(pipeline, session)
         row.update(evaluate_frames(frames, width, session, method, steady),
                    stages=", ".join(pipeline.names[k] for k in NEEDS))
         c = row["calibration"]
-        row["model"] = c["model"] + (", head leak out" if c.get("leak_removed") else "") + (
+        row["model"] = f"{c['model']} on {c['signal']}" + (", head leak out" if c.get("leak_removed") else "") + (
             f", {len(c['left_out'])} target(s) left out" if c.get("left_out") else "")
         rows.append(row)
         log(f"{models_set} {precision}: accuracy {row['mean_px']:.0f} px ({row['mean_pct_width']:.1f} % of the "

@@ -61,25 +61,27 @@ def read_frames(path: str | Path, n: int) -> list:
 
 
 def profile_plan(profile: dict) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
-    """plan() for a deployment profile: each stage's model at the precision the profile gives it
+    """plan() for a deployment profile: each stage's models at the precision the profile gives it
     (a bundle's: its own IR, no zoo)."""
     items, notes = [], []
     for stage, impl in profile["stages"].items():
-        model_id, precision = stages.split_choice(impl, "FP32", stage)  # the tag as `run` reads it
-        ir = None
-        if "plans" in profile:  # a bundle's own IR (None: a model-free stage)
-            ir = profile["plans"][stage].ir if stage in profile["plans"] else None
-        elif model_id in zoo.models():
-            ir = runtime.ir_file(model_id, precision)  # raises with the command that makes it
-        if ir is not None:
-            items.append((stage, model_id, precision, ir))
-        elif model_id != "none":
-            notes.append(f"{stage}: computed by '{model_id}', no model to measure")
+        impl_id, precision = stages.split_choice(impl, "FP32", stage)  # the tag as `run` reads it
+        if impl_id == "none":
+            continue
+        if "plans" in profile:  # a bundle's own IR, or its parts' (none: a model-free stage)
+            plan = profile["plans"][stage]
+            found = [(p.id, p.ir) for p in (plan, *plan.parts.values()) if p.ir is not None]
+        else:  # raises with the command that makes a missing IR
+            found = [(m, runtime.ir_file(m, precision)) for m in stages.models_of(impl_id)]
+        items += [(stage, model_id, precision, ir) for model_id, ir in found]
+        if not found:
+            notes.append(f"{stage}: computed by '{impl_id}', no model to measure")
     return items, [], notes
 
 
 def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
-    """(stage, model id, precision, IR) to measure; (model, precision) skipped and why; notes.
+    """(stage, model id, precision, IR) to measure, every model a stage runs (dual-gaze: its parts);
+    (model, precision) skipped and why; notes.
 
     A precision a model has but that is not converted is an error naming the command that makes it."""
     all_sets = zoo.sets()
@@ -87,20 +89,21 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
         raise EdgegazeError(f"unknown set '{models_set}'; valid sets: {', '.join(all_sets)}")
     items, skipped, notes = [], [], []
     for stage in zoo.STAGES:
-        model_id = all_sets[models_set].get(stage)
-        if not model_id:
+        impl = all_sets[models_set].get(stage)
+        if not impl:
             continue
-        if model_id not in zoo.models():
-            notes.append(f"{stage}: computed by '{model_id}', no model to measure")
-            continue
-        spec = zoo.get(model_id)
-        for precision in precisions:
-            if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
-                # raises with the fetch/convert command
-                items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))
-            else:
-                skipped.append({"model_id": model_id, "precision": precision,
-                                "reason": f"no {precision} form (it has {', '.join(spec.precisions)})"})
+        models = stages.models_of(impl)
+        if not models:
+            notes.append(f"{stage}: computed by '{impl}', no model to measure")
+        for model_id in models:
+            spec = zoo.get(model_id)
+            for precision in precisions:
+                if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
+                    # raises with the fetch/convert command
+                    items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))
+                else:
+                    skipped.append({"model_id": model_id, "precision": precision,
+                                    "reason": f"no {precision} form (it has {', '.join(spec.precisions)})"})
     return items, skipped, notes
 
 
@@ -221,7 +224,7 @@ def _measure_all(items, images, iterations: int, energy_kw: dict, models_set: st
     return rows, pipeline_section, interrupted
 
 
-def build_report(input_path: str | Path, out: str | Path, models_set: str = "mediapipe",
+def build_report(input_path: str | Path, out: str | Path, models_set: str = "default",
                  precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
                  cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
                  progress: bool = True, profile: dict | None = None, params: list[str] | None = None,

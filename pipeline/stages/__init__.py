@@ -1,10 +1,11 @@
 """Stages, one small module per implementation. Which class runs which model is zoo data: each
-model's `implementation` in models/zoo.toml. Model-free stages (no zoo entry) are declared here.
+model's `implementation` in models/zoo.toml. Stages without a zoo entry of their own are declared
+here: "mesh", the head pose computed from the FaceMesh geometry (no model); "mesh+3ddfa", which
+runs a zoo model with a class of its own; and "dual-gaze", which runs zoo models as its `parts`
+(the OMZ gaze network and the iris model, see stages/dual_gaze.py).
 
-`build(impl, precision)` makes a stage from a zoo model id (or "mesh", the model-free head pose
-computed from the FaceMesh geometry, or "mesh+3ddfa", which runs a zoo model with a class of its
-own), with its parameters: the zoo's `[models.params]` under any given ones (`--param`, see
-pipeline.stages.params).
+`build(impl, precision)` makes a stage from a zoo model id or one of those, with its parameters:
+the zoo's `[models.params]` under any given ones (`--param`, see pipeline.stages.params).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from importlib import import_module
 from pipeline import runtime, zoo
 from pipeline.errors import EdgegazeError
 
-MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose"}
+MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose", "dual-gaze": "dual_gaze:DualGaze"}  # no model of their own
 # Stages with a class of their own that run a zoo model's IR: stage id -> (class, zoo model id)
 ON_MODEL = {"mesh+3ddfa": ("fused_pose:FusedHeadPose", "3ddfa-v2-mb05")}
 # A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
@@ -71,12 +72,34 @@ def zoo_params(impl: str) -> dict:
     return dict(zoo.get(impl).params) if model_of(impl) == impl else {}
 
 
-def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None, **runtime_kw):
-    """A ready stage: the zoo model `impl` compiled at `precision`, or a model-free stage; `params`
+def models_of(impl: str) -> list[str]:
+    """The zoo models a stage id runs: its own (model_of), its parts, or none (a model-free stage)."""
+    own = model_of(impl)
+    return [own] if own else list(stage_class(impl).parts.values())
+
+
+def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list[zoo.ModelSpec]:
+    """zoo.select (--model, --set), where a set also brings every zoo model its stages run: the
+    default set names the models of the mediapipe set and dual-gaze, whose parts are omz models."""
+    specs = zoo.select(set_name, model_id)
+    if model_id or set_name in (None, "all"):
+        return specs
+    stage_ids = [v for k, v in zoo.sets()[set_name].items() if k in zoo.STAGES and v in implementations()]
+    named = {m for impl in stage_ids for m in models_of(impl)}
+    return specs + [m for m in zoo.models().values() if m.id in named and m not in specs]
+
+
+def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None,
+          part_params: dict | None = None, **runtime_kw):
+    """A ready stage: the zoo model `impl` compiled at `precision`, or a stage without a model of
+    its own (its parts built at `precision`, each with its `part_params[id]`); `params`
     (KEY -> value) over the zoo's parameters for it."""
     cls = stage_class(impl)
     settings = {**zoo_params(impl), **(params or {})}
     cls.settings(settings)  # a bad parameter fails before the compile
+    if cls.parts:
+        return cls({role: build(m, precision, device, (part_params or {}).get(m), **runtime_kw)
+                    for role, m in cls.parts.items()}, **settings)
     model = model_of(impl)
     compiled = None if model is None else runtime.load(model, precision, device, **runtime_kw)
     return cls(compiled, **settings)

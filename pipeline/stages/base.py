@@ -74,6 +74,10 @@ class Stage(ABC):
     # role -> the IR output names that can fill it (the models a class runs may name them differently)
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
     parameters: ClassVar[dict[str, Param]] = {}
+    # a gaze stage: the gaze signals it can report by name (results.Gaze.signals)
+    signals: ClassVar[tuple[str, ...]] = ()
+    # a stage that runs other stages' models (no zoo entry of its own): role -> zoo model id
+    parts: ClassVar[dict[str, str]] = {}
     # optimizer hooks (pruning): the crops a model is trained on ("face" or "eye", None: none),
     # the unit of distill_error, and output elements the pipeline reads: (output index, flat indices)
     crop: ClassVar[str | None] = None

@@ -56,6 +56,7 @@ class IrisGaze(FaceStage):
     kind = "gaze"
     requires = {"landmarks": None}  # a head pose is used when there is one
     outputs = {"contour": ("output_eyes_contours_and_brows",), "iris": ("output_iris",)}  # 71 and 5 x (x, y, z)
+    signals = ("iris",)
     parameters = {
         "eye_scale": Param(float, 2.3, "eye crop side / eye width (MediaPipe: 2.3)", above=0),
         "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners", above=0),
@@ -116,15 +117,16 @@ class IrisGaze(FaceStage):
         )
         back, up = rot[:2, 2], -rot[:2, 1]  # the head's backward and up axes, projected
         radius = self.iris_depth_mm * px_per_mm
-        g = np.zeros(3)
+        eyes = []
         for centre, iris_c in zip(centres, irises):
             eyeball = centre + px_per_mm * (self.eyeball_depth_mm * back + self.iris_rest_mm * up)
             gxy = (iris_c - eyeball) / radius
             gxy /= max(1.0, float(np.linalg.norm(gxy)))
-            g += [gxy[0], gxy[1], -np.sqrt(max(0.0, 1.0 - gxy @ gxy))]
-        # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.
-        return Gaze.from_vector(np.array([g[0], -g[1], -g[2]]), right_iris=irises[0], left_iris=irises[1],
-                                eye_contours=np.stack(lids))
+            # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.
+            eyes.append(np.array([gxy[0], -gxy[1], np.sqrt(max(0.0, 1.0 - gxy @ gxy))]))
+        per_eye = [Gaze.from_vector(e) for e in eyes]
+        return Gaze.from_vector(eyes[0] + eyes[1], "iris", right_iris=irises[0], left_iris=irises[1],
+                                eye_contours=np.stack(lids), eye_angles=np.array([[e.yaw, e.pitch] for e in per_eye]))
 
     # -- optimizer hooks: raw outputs, batched, in the model's order (contour first) ----------
     @classmethod

@@ -33,6 +33,7 @@ class OMZGaze(FaceStage):
     kind = "gaze"
     requires = {"landmarks": None, "head_pose": None}
     outputs = {"gaze": ("gaze_vector",)}
+    signals = ("network",)
     parameters = {
         "eye_scale": Param(float, 1.8, "eye patch side / eye width (the OMZ demo's scale)", above=0),
         "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0),
@@ -61,7 +62,8 @@ class OMZGaze(FaceStage):
         c, s = np.cos(np.radians(roll)), np.sin(np.radians(roll))
         # Un-rotate the roll alignment; negate z, which the model points away from the camera.
         v = np.array([v[0] * c + v[1] * s, -v[0] * s + v[1] * c, -v[2]])
-        return Gaze.from_vector(v, right_iris=np.asarray(right_eye, np.float32), left_iris=np.asarray(left_eye, np.float32))
+        return Gaze.from_vector(v, "network", right_iris=np.asarray(right_eye, np.float32),
+                                left_iris=np.asarray(left_eye, np.float32))
 
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:

@@ -45,6 +45,8 @@ def describe(impl: str) -> str:
     lines = [f"{impl}", f"  implementation  pipeline/stages/{stages.implementations()[impl].replace(':', '.py:')}",
              f"  stage           {cls.kind}", f"  requires        {requires}", f"  outputs         {outputs}",
              f"  parameters      (--param {impl}.KEY=VALUE)"]
+    if cls.parts:  # a stage that runs other zoo models: their parameters are theirs (--param PART.KEY=VALUE)
+        lines.insert(5, "  runs            " + ", ".join(f"{role}: {m}" for role, m in cls.parts.items()))
     for key, p in cls.parameters.items():
         value = zoo_set.get(key, p.default)
         note = f" (zoo; default {p.default})" if key in zoo_set else ""
