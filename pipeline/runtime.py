@@ -42,7 +42,7 @@ def compile_model(
     device = device.upper()  # OpenVINO's device names are upper case; check_device takes any case
     try:
         return core().compile_model(model if isinstance(model, ov.Model) else str(model), device,
-                                    config(hint, threads, streams, profile, inference_precision))
+                                    config(hint, threads, streams, profile, inference_precision, device))
     except RuntimeError as e:  # a damaged file, a plugin whose runtime is missing, an unsupported layer
         what = model if not isinstance(model, ov.Model) else model.get_friendly_name()
         raise EdgegazeError(f"OpenVINO cannot compile {what} for {device}: {_first_line(e)}; "
@@ -129,13 +129,21 @@ def check_precision(precision: str, single: bool = False) -> list[str]:
 
 
 def config(hint: str = "LATENCY", threads: int | None = None, streams: int | None = None, profile: bool = False,
-           inference_precision: str | None = "f32") -> dict:
+           inference_precision: str | None = "f32", device: str = "CPU") -> dict:
     """The compile configuration edgegaze deploys with (and measures accuracy with).
 
     Non-quantized layers run in f32 by default. OpenVINO's own default on CPUs with AVX512_BF16
     is bf16, which here (no AMX) was slower, not faster (face-detection-adas-0001 26.3 vs 18.2 ms)
-    and moved borderline detector scores across the threshold. None keeps the plugin's choice."""
+    and moved borderline detector scores across the threshold. None keeps the plugin's choice.
+
+    CPU threads are not pinned. OpenVINO pins by default: a single-threaded model runs on the
+    calling thread, which it moved to core 0 for each inference (sched_setaffinity in and out, seen
+    with strace), whatever else ran there. On the shared 2-core machine that doubled the
+    pipeline's involuntary context switches (2.1 -> 1.0 a frame without) and its latency at a
+    30 fps pace (8.3 -> 6.9 ms p50, load average ~4)."""
     cfg = {hints.performance_mode: getattr(hints.PerformanceMode, hint.upper())}
+    if device.upper() == "CPU":
+        cfg[hints.enable_cpu_pinning] = False
     if inference_precision:
         cfg[hints.inference_precision] = inference_precision
     if threads:
