@@ -134,7 +134,8 @@ def config(hint: str = "LATENCY", threads: int | None = None, streams: int | Non
 
     Non-quantized layers run in f32 by default. OpenVINO's own default on CPUs with AVX512_BF16
     is bf16, which here (no AMX) was slower, not faster (face-detection-adas-0001 26.3 vs 18.2 ms)
-    and moved borderline detector scores across the threshold. None keeps the plugin's choice.
+    and moved borderline detector scores across the threshold. None keeps the plugin's choice; a
+    zoo model may name its own (`inference_precision`, see `load`).
 
     CPU threads are not pinned. OpenVINO pins by default: a single-threaded model runs on the
     calling thread, which it moved to core 0 for each inference (sched_setaffinity in and out, seen
@@ -178,5 +179,9 @@ def ir_file(model_id: str, precision: str = "FP32") -> Path:
 
 
 def load(model_id: str, precision: str = "FP32", device: str = "CPU", **kw) -> ov.CompiledModel:
-    """Compile the converted IR of a zoo model, verified first (see compile_model for the keywords)."""
+    """Compile the converted IR of a zoo model, verified first (see compile_model for the keywords).
+    On the CPU it computes in the zoo's `inference_precision` for it unless one is given (bf16 runs
+    as f32 on a CPU without bf16: OpenVINO falls back by itself)."""
+    if device.upper() == "CPU":
+        kw.setdefault("inference_precision", zoo.get(model_id).inference_precision)
     return compile_model(ir_file(model_id, precision), device, **kw)
