@@ -8,11 +8,13 @@ and every `redetect_every` frames to pick up new faces. A still (a photo: `Frame
 nothing over from the frame before; its landmarks are run again on the region their own
 landmarks give (the landmarks stage's `still_passes`), the region a tracked video frame gets.
 
-Async mode pipelines across frames: the front half (faces + landmarks of frame t+1, which
-tracking makes sequential) runs while the back half (head pose, gaze, eye state of frame t)
-runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
-inference, so the two halves use both cores. Results come out in frame order, identical to
-sync mode.
+Async mode pipelines across frames that are waiting: the front half (faces + landmarks of frame
+t+1, which tracking makes sequential) runs while the back half (head pose, gaze, eye state of
+frame t) runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
+inference, so the two halves use both cores. A frame that was not waiting (a live camera's next
+frame, which the source had to wait for) is run through at once, as in sync mode: holding frame
+t's result until frame t+1 arrives would add a frame interval of latency (33 ms at 30 fps) for
+nothing. Results come out in frame order, identical to sync mode.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
+# Async mode: a frame the source gave in less than this was waiting (a file, frames in memory, a
+# camera's backlog), so overlapping it with the frame before pays; else it is run through at once.
+WAITING_S = 0.001
 # Inference threads per model when none are asked for. Measured (bench_pipeline, README "Speed"):
 # one thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
 # (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
@@ -227,15 +232,28 @@ class Pipeline:
         return self.step(Frame(index, timestamp, image, still=still))
 
     def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:
-        """Results in frame order; async mode overlaps frame t's back half with t+1's front."""
+        """Results in frame order; async mode overlaps frame t's back half with t+1's front
+        while frames are waiting (module docstring)."""
         if not self.async_mode:
             yield from map(self.step, frames)
             return
+        source = iter(frames)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgegaze-back") as pool:
-            pending = None
-            for frame in frames:
+            pending = None  # the back half of the frame before, held while this frame's front half runs
+            while True:
+                t = time.perf_counter()
+                frame = next(source, None)
+                if frame is None:
+                    break
+                waiting = time.perf_counter() - t < WAITING_S
+                if pending is not None and not waiting:
+                    yield pending.result()
+                    pending = None
                 ms: dict[str, float] = {}
                 results, ran = self._front(frame.image, ms, frame.still)
+                if not waiting:  # live: run it through here, no thread hand-off
+                    yield self._finish(frame, results, ran, ms)
+                    continue
                 future = pool.submit(self._finish, frame, results, ran, ms)
                 if pending is not None:
                     yield pending.result()
