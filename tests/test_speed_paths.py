@@ -124,3 +124,21 @@ def test_async_overlaps_waiting_frames_and_runs_a_live_frame_through(zoo_ready, 
         assert held == [0] * 12
     else:  # one frame held while the next one's front half runs (a preempted source may run one through)
         assert held[0] == 0 and max(held) == 1 and sum(held) >= 8
+
+
+def test_the_detector_runs_again_only_for_a_free_face_slot(zoo_ready):
+    """With every face slot tracked the periodic detection has nothing to add: it is skipped (it
+    re-anchored the track on its box, a head-pose jump every 30 frames). With a slot free it runs
+    every redetect_every frames, keeps the tracked faces and adds new ones."""
+    one = list(Pipeline.from_set(**DEFAULT).run(Frame(i, i / 30, img) for i, img in enumerate(read_frames(DEMO, range(95)))))
+    assert [fr.index for fr in one if fr.detector_ran] == [0] and all(len(fr.faces) == 1 for fr in one)
+    images = read_frames("video/stock_multi_face_720p.mp4", range(95))
+    three = list(Pipeline.from_set(**DEFAULT, max_faces=3).run(Frame(i, i / 30, img) for i, img in enumerate(images)))
+    ran = [fr.index for fr in three if fr.detector_ran]
+    assert {30, 60, 90} <= set(ran) and max(len(fr.faces) for fr in three) >= 2
+    for i in (30, 60, 90):  # the tracked faces come through the detection frame on their own regions
+        before, at = three[i - 1].faces, three[i].faces
+        assert len(at) >= len(before)
+        for f in before:
+            moved = min(np.abs(np.subtract(g.face.box, f.face.box)).max() / (f.face.box[2] - f.face.box[0]) for g in at)
+            assert moved < 0.15
