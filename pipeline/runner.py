@@ -4,11 +4,14 @@ Per frame: find faces (detector, or last frame's landmarks when tracking), then 
 landmarks -> head pose -> gaze -> eye state. Tracking works like MediaPipe's graph: a confident
 landmarks result gives next frame's face region and the detector is skipped; it runs again
 when no face is tracked, when a tracked face's landmark confidence drops (on that same frame),
-and every `redetect_every` frames while fewer than `max_faces` faces are tracked, to pick up new
-ones (the tracked faces keep their tracked regions). With every face slot tracked it would find
-nothing to add; it used to run anyway and re-anchor the tracked faces on its boxes, which cost a
-detection every 30 frames and moved the head pose by 2-7 deg on those frames (MediaPipe's graph
-does not re-detect either). A still (a photo: `Frame.still`) carries
+and every `redetect_every` frames. There it re-anchors the tracked faces on its boxes, unless the
+landmarks stage tracks alone (`tracks_alone`: FaceMesh, whose presence score tells a lost face):
+then it runs only while fewer than `max_faces` faces are tracked, to add new ones, and the tracked
+faces keep their regions. With every slot tracked it would add nothing; re-anchoring FaceMesh's
+track cost a detection every 30 frames and moved the head pose by 2-7 deg on those frames
+(MediaPipe's graph does not re-detect either). The OMZ 5-point track has no confidence and drifts
+without it (IoU with the detector's box 0.87-0.71 instead of 0.94-0.86 on the shared videos).
+A still (a photo: `Frame.still`) carries
 nothing over from the frame before; its landmarks are run again on the region their own
 landmarks give (the landmarks stage's `still_passes`), the region a tracked video frame gets.
 
@@ -195,14 +198,15 @@ class Pipeline:
             results = self._detect(image, [], ms)
             return [self._settled(image, r, ms) for r in results], True
         results, lost = [], False
-        if self.tracking and self._tracked:
+        periodic = self._since_detect >= self.redetect_every
+        reanchor = periodic and not getattr(self.landmarks, "tracks_alone", False)
+        if self.tracking and self._tracked and not reanchor:
             for face in self._tracked:
                 r = self._with_landmarks(image, face, ms)
                 lost |= r is None
                 if r is not None and all(iou(r.face.box, o.face.box) < 0.5 for o in results):
                     results.append(r)
-        periodic = self._since_detect >= self.redetect_every and len(results) < self.max_faces
-        ran = not results or lost or periodic or not self.tracking
+        ran = not results or lost or (periodic and len(results) < self.max_faces) or not self.tracking
         if ran:
             results = self._detect(image, results, ms)
         self._since_detect += 1

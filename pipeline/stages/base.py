@@ -176,6 +176,11 @@ class Detector(Stage):
 class FaceStage(Stage):
     """A per-face stage (landmarks, head pose, gaze, eye state)."""
 
+    # A landmark stage whose tracked regions hold without the detector: its confidence tells a lost
+    # face (`present`) and its regions do not drift. Else the runner re-anchors tracked faces on the
+    # detector's boxes every redetect_every frames.
+    tracks_alone: ClassVar[bool] = False
+
     @abstractmethod
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[Any, Any]:
         """Return (model inputs, context that postprocess needs, e.g. the crop transform)."""
