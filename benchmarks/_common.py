@@ -42,11 +42,12 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
 
 
 def default_pipeline() -> dict:
-    """Pipeline.from_set keywords of the pipeline `edgegaze run` and `edgegaze mouse` build with no
-    flags. Until issue 29's default set lands this is its stand-in: the mediapipe set with OMZ's
-    gaze network on the mesh's eye crops (the iris model runs only for users whose calibration
-    picks it). When it lands: return dict(models="default")."""
-    return dict(models="mediapipe", gaze="gaze-estimation-adas-0002")
+    """Pipeline.from_set keywords of the pipeline `edgegaze run` builds with no flags (async: it
+    overlaps frames that wait, and runs a live camera's frames through at once, as `edgegaze mouse`
+    does). Until issue 29's default set lands its models are a stand-in: the mediapipe set with
+    OMZ's gaze network on the mesh's eye crops (the iris model runs only for users whose calibration
+    picks it). When it lands: return dict(models="default", async_mode=True)."""
+    return dict(models="mediapipe", gaze="gaze-estimation-adas-0002", async_mode=True)
 
 
 def stages_of(pipe) -> list:

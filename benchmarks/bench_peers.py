@@ -42,13 +42,15 @@ from pipeline.sources import open_source  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
 
+_UDACITY = dict(models="omz", tracking=False, eye_state="none", threads=0, async_mode=False)
 CONTENDERS = {
-    "udacity-style omz FP32": dict(models="omz", precision="FP32", tracking=False, eye_state="none", threads=0),
-    "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none", threads=0),
+    "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
+    "udacity-style omz FP16": dict(_UDACITY, precision="FP16"),
     "edgegaze default": default_pipeline(),
-    "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
+    "edgegaze default --no-async": dict(default_pipeline(), async_mode=False),
+    "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
-    "edgegaze omz FP32 sync": dict(models="omz", precision="FP32"),
+    "edgegaze omz FP32 sync": dict(models="omz", precision="FP32", async_mode=False),
     # Intel ships no FP16-INT8 of the eye-state model: that stage runs its FP16
     "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True,
                                          eye_state="open-closed-eye-0001@FP16"),

@@ -33,19 +33,20 @@ from pipeline.sources import Frame, open_source, prefetch  # noqa: E402
 
 # Intel ships no FP16-INT8 of the eye-state model: in FP16-INT8 configurations that stage runs its FP16
 _EYE = dict(eye_state="open-closed-eye-0001@FP16")
+_SYNC = dict(async_mode=False)
 CONFIGS = {
-    "default sync": default_pipeline(),
+    "default sync": dict(default_pipeline(), **_SYNC),
     "default async": dict(default_pipeline(), async_mode=True),
-    "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
+    "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", **_SYNC),
     "mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
-    "mediapipe FP32 no-tracking": dict(models="mediapipe", precision="FP32", tracking=False),
+    "mediapipe FP32 no-tracking": dict(models="mediapipe", precision="FP32", tracking=False, **_SYNC),
     # threads=0: OpenVINO's own thread count, against edgegaze's default of one thread per model
-    "mediapipe FP32 sync OV-threads": dict(models="mediapipe", precision="FP32", threads=0),
+    "mediapipe FP32 sync OV-threads": dict(models="mediapipe", precision="FP32", threads=0, **_SYNC),
     "mediapipe FP32 async OV-threads": dict(models="mediapipe", precision="FP32", async_mode=True, threads=0),
-    "omz FP16 sync": dict(models="omz", precision="FP16"),
-    "omz FP16-INT8 sync": dict(models="omz", precision="FP16-INT8", **_EYE),
+    "omz FP16 sync": dict(models="omz", precision="FP16", **_SYNC),
+    "omz FP16-INT8 sync": dict(models="omz", precision="FP16-INT8", **_EYE, **_SYNC),
     "omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True, **_EYE),
-    "omz FP16-INT8 no-tracking": dict(models="omz", precision="FP16-INT8", tracking=False, **_EYE),
+    "omz FP16-INT8 no-tracking": dict(models="omz", precision="FP16-INT8", tracking=False, **_EYE, **_SYNC),
 }
 # The structured-pruned iris models (`edgegaze optimize prune`, needs torch): measured when made.
 PRUNED_IRIS = ("CH25", "CH20")
@@ -55,7 +56,7 @@ def pruned_iris() -> dict:
     """Configurations of the default pipeline with a pruned iris model, for each tag on disk."""
     from pipeline import paths
 
-    return {f"mediapipe FP32 sync iris {t}": dict(models="mediapipe", precision="FP32", gaze=f"iris-landmark@{t}")
+    return {f"mediapipe FP32 sync iris {t}": dict(models="mediapipe", precision="FP32", gaze=f"iris-landmark@{t}", **_SYNC)
             for t in PRUNED_IRIS if paths.ir_path("iris-landmark", t).exists()}
 
 

@@ -404,7 +404,9 @@ def _add_run(sub) -> None:
                    "lists (CPU, GPU, NPU), or AUTO")
     add_stage_options(p)
     p.add_argument("--max-faces", type=int_at_least(1), default=1, help="most faces followed per frame")
-    p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
+    p.add_argument("--async", dest="async_mode", action=argparse.BooleanOptionalAction, default=True,
+                   help="overlap a frame's head pose and gaze with the next frame's landmarks when frames wait (a "
+                        "file); a live camera's frames run through at once (default; --no-async: one at a time)")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
     p.add_argument("--threads", type=int_at_least(0), default=None,

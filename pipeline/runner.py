@@ -15,7 +15,7 @@ A still (a photo: `Frame.still`) carries
 nothing over from the frame before; its landmarks are run again on the region their own
 landmarks give (the landmarks stage's `still_passes`), the region a tracked video frame gets.
 
-Async mode pipelines across frames that are waiting: the front half (faces + landmarks of frame
+Async mode (`edgegaze run`'s default) pipelines across frames that are waiting: the front half (faces + landmarks of frame
 t+1, which tracking makes sequential) runs while the back half (head pose, gaze, eye state of
 frame t) runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
 inference, so the two halves use both cores. A frame that was not waiting (a live camera's next

@@ -291,7 +291,7 @@ def test_skipped_input_is_counted_named_and_recorded(zoo_ready, tmp_path):
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mode):
     video = shared_path(VIDEO)
-    extra = ["--async"] if mode == "async" else []
+    extra = ["--async"] if mode == "async" else ["--no-async"]
     proc = cli("run", "--input", video, "--max-frames", "25", "--json", "a.jsonl", "--output", "a.mp4", *extra, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("25 frames")
