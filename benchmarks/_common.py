@@ -39,3 +39,40 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
     (out / f"{name}.md").write_text(markdown + "\n")
+
+
+def default_pipeline() -> dict:
+    """Pipeline.from_set keywords of the pipeline `edgegaze run` builds with no flags: the default
+    set (OMZ's gaze network on the mesh's eye crops; the iris model runs only for users whose
+    calibration reads it, so not here), async (it overlaps frames that wait, and runs a live
+    camera's frames through at once)."""
+    return dict(models="default", async_mode=True)
+
+
+def stages_of(pipe) -> list:
+    """Every stage of a pipeline, and the stages a stage runs as its parts (any Stage it holds)."""
+    from pipeline.stages.base import Stage
+
+    found: list = []
+
+    def walk(stage) -> None:
+        found.append(stage)
+        for value in vars(stage).values():
+            for part in value.values() if isinstance(value, dict) else [value]:
+                if isinstance(part, Stage) and part not in found:
+                    walk(part)
+
+    for stage in [pipe.detector, pipe.landmarks, *pipe.back.values()]:
+        if stage is not None:
+            walk(stage)
+    return found
+
+
+def infer_calls(pipe) -> int:
+    """Model inferences the pipeline's stages have run so far."""
+    return sum(s.infer_calls for s in stages_of(pipe))
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages: how busy the machine was (other jobs included)."""
+    return [round(x, 2) for x in os.getloadavg()]

@@ -4,12 +4,17 @@
     tracking mode), in a separate virtual environment this script creates (.venv-peers/);
 (b) a Udacity-style pipeline: the OMZ models at FP32 / FP16, one blocking request per model per
     frame, detector on every frame, no eye-state model;
-(c) edgegaze's configurations of each set (tracking; sync and async), and the default with a
-    pruned iris model when one is on disk (CH25/CH20, `edgegaze optimize prune`).
-Blocks of frames go to each contender in turn, so machine noise hits them alike; ratios are
-against (a). Beside frames/s: process CPU ms per frame (each contender's own process, all its
-threads), and, paced at a 30 fps webcam, the share of one core used and the frame-in -> result-out
-latency p50/p99 (benchmarks/_cost.py, the same code in the MediaPipe worker).
+(c) edgegaze: `edgegaze default` (the pipeline `edgegaze run` and `edgegaze mouse` build with no
+    flags, _common.default_pipeline), the mediapipe set (iris gaze) sync and async, the omz set at
+    FP32 and at FP16-INT8, and the mediapipe set with a pruned iris model when one is on disk
+    (CH25/CH20, `edgegaze optimize prune`).
+Blocks of frames go to each contender in turn, unpaced and then paced at a 30 fps webcam, so a
+change of load on the machine hits them alike; ratios are against (a). Per contender: frames/s,
+process CPU ms per frame (each contender's own process, all its threads), voluntary and
+involuntary context switches per frame (a hand-off to another thread shows as voluntary ones),
+model inferences per frame (edgegaze), and at the webcam's pace the share of one core used, the
+CPU per frame and the frame-in -> result-out latency p50/p99 (benchmarks/_cost.py, the same code
+in the MediaPipe worker). The load average before and after is recorded: only quiet runs compare.
 
     python benchmarks/bench_peers.py [--video V] [--frames 300] [--paced-frames 150] [--out results/]
 """
@@ -28,8 +33,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from _common import machine, markdown_table, write_results  # noqa: E402
-from _cost import Clock, paced  # noqa: E402
+from _common import default_pipeline, infer_calls, load_average, machine, markdown_table, write_results  # noqa: E402
+from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
@@ -37,15 +42,22 @@ from pipeline.sources import open_source  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
 
+_UDACITY = dict(models="omz", tracking=False, eye_state="none", threads=0, async_mode=False)
 CONTENDERS = {
-    "udacity-style omz FP32": dict(models="omz", precision="FP32", tracking=False, eye_state="none", threads=0),
-    "udacity-style omz FP16": dict(models="omz", precision="FP16", tracking=False, eye_state="none", threads=0),
-    "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32"),
+    "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
+    "udacity-style omz FP16": dict(_UDACITY, precision="FP16"),
+    "edgegaze default": default_pipeline(),
+    "edgegaze default --no-async": dict(default_pipeline(), async_mode=False),
+    "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
+    "edgegaze omz FP32 sync": dict(models="omz", precision="FP32", async_mode=False),
     # Intel ships no FP16-INT8 of the eye-state model: that stage runs its FP16
     "edgegaze omz FP16-INT8 async": dict(models="omz", precision="FP16-INT8", async_mode=True,
                                          eye_state="open-closed-eye-0001@FP16"),
 }
+COLUMNS = ["contender", "fps", "ratio_vs_mediapipe", "wall_ms_per_frame", "cpu_ms_per_frame", "cpu_vs_mediapipe",
+           "voluntary_cs_per_frame", "involuntary_cs_per_frame", "infers_per_frame", "core_share_at_fps",
+           "paced_cpu_ms_per_frame", "latency_p50_ms", "latency_p99_ms", "paced_voluntary_cs_per_frame", "face_found"]
 
 
 def peer_python() -> Path:
@@ -58,15 +70,63 @@ def peer_python() -> Path:
     return python
 
 
-def _ask(worker: subprocess.Popen, line: str) -> dict:
-    worker.stdin.write(line + "\n")
-    worker.stdin.flush()
-    return json.loads(worker.stdout.readline())
+class Peer:
+    """The MediaPipe worker process (its own venv), asked for blocks like the edgegaze contenders."""
+
+    def __init__(self, video: str, frames: int):
+        self.proc = subprocess.Popen([str(peer_python()), str(HERE / "peers" / "mediapipe_worker.py"), video, str(frames)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.name = f"mediapipe {self._read()['mediapipe']} FaceMesh+iris"
+
+    def _read(self) -> dict:
+        return json.loads(self.proc.stdout.readline())
+
+    def ask(self, line: str) -> dict:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        self.proc.wait(timeout=30)
 
 
 def _count_found(pipe: Pipeline, frames: list, found: dict, name: str) -> int:
     found[name] += sum(bool(fr.faces) for fr in pipe.run(frames))
     return len(frames)
+
+
+def measure(peer: Peer | None, pipes: dict, frames: list, args) -> list[dict]:
+    """Unpaced blocks, then paced blocks, each contender in turn; one row per contender."""
+    names = ([peer.name] if peer else []) + list(pipes)
+    clocks, found = {n: Clock() for n in names}, {n: 0 for n in names}
+    paced = {n: Paced(args.paced_fps) for n in names}
+    calls = {n: infer_calls(p) for n, p in pipes.items()}
+    for start in range(0, len(frames), args.block):
+        end = min(start + args.block, len(frames))
+        if peer:
+            reply = peer.ask(f"block {start} {end}")
+            clocks[peer.name].add(reply)
+            found[peer.name] += reply["found"]
+        for n, p in pipes.items():
+            clocks[n].time(partial(_count_found, p, frames[start:end], found, n))
+    calls = {n: infer_calls(p) - calls[n] for n, p in pipes.items()}
+    for p in pipes.values():
+        p.reset()
+    for start in range(0, args.paced_frames, args.block):
+        end = min(start + args.block, args.paced_frames, len(frames))
+        if peer:
+            paced[peer.name].add(peer.ask(f"paced {start} {end} {args.paced_fps}"))
+        for n, p in pipes.items():
+            paced[n].add(paced_block(p.run, frames[start:end], args.paced_fps))
+    rows = []
+    for n in names:
+        row = {"contender": n, **clocks[n].row(), "face_found": f"{found[n]}/{clocks[n].frames}"}
+        if n in calls:
+            row["infers_per_frame"] = calls[n] / clocks[n].frames
+        rows.append({**row, **(paced[n].row() if paced[n].blocks else {})})
+    return rows
 
 
 def main() -> None:
@@ -76,69 +136,60 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=50)
     ap.add_argument("--paced-frames", type=int, default=150, help="frames fed at --paced-fps (0: skip)")
     ap.add_argument("--paced-fps", type=float, default=30.0)
+    ap.add_argument("--contenders", help="comma list of edgegaze contender names (default all)")
     ap.add_argument("--out", default="results")
     ap.add_argument("--no-mediapipe", action="store_true", help="leave out the MediaPipe contender (it needs its "
                     "own venv with mediapipe, made once in .venv-peers/); ratios are then to the first contender")
     args = ap.parse_args()
 
-    worker = None if args.no_mediapipe else subprocess.Popen(
-        [str(peer_python()), str(HERE / "peers" / "mediapipe_worker.py"), args.video, str(args.frames)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hello = json.loads(worker.stdout.readline()) if worker else None
+    load_before = load_average()
+    peer = None if args.no_mediapipe else Peer(args.video, args.frames)
     frames = list(open_source(args.video, max_frames=args.frames))
     contenders = {**CONTENDERS, **{f"edgegaze {n}": kw for n, kw in pruned_iris().items()}}
-    pipes = {n: Pipeline.from_set(**kw) for n, kw in contenders.items()}
+    names = args.contenders.split(",") if args.contenders else list(contenders)
+    pipes = {n: Pipeline.from_set(**contenders[n]) for n in names}
     for p in pipes.values():
         list(p.run(frames[:5]))
         p.reset()
-    name_a = f"mediapipe {hello['mediapipe']} FaceMesh+iris" if worker else None
-    clocks = {**({name_a: Clock()} if worker else {}), **{n: Clock() for n in pipes}}
-    found = {n: 0 for n in clocks}
-    for start in range(0, len(frames), args.block):
-        end = min(start + args.block, len(frames))
-        if worker:
-            reply = _ask(worker, f"block {start} {end}")
-            clocks[name_a].wall += reply["seconds"]
-            clocks[name_a].cpu += reply["cpu_seconds"]
-            clocks[name_a].frames += reply["frames"]
-            found[name_a] += reply["found"]
-        for n, p in pipes.items():
-            clocks[n].time(partial(_count_found, p, frames[start:end], found, n))
-    rows = [{"contender": k, **c.row(), "face_found": f"{found[k]}/{c.frames}"} for k, c in clocks.items()]
-    if args.paced_frames:
-        if worker:
-            rows[0].update(_ask(worker, f"paced {args.paced_frames} {args.paced_fps}"))
-        for row, p in zip(rows[1 if worker else 0:], pipes.values()):
-            p.reset()
-            row.update(paced(p.run, frames[:args.paced_frames], args.paced_fps))
-    if worker:
-        worker.stdin.write("quit\n")
-        worker.stdin.flush()
-        worker.wait(timeout=30)
+    rows = measure(peer, pipes, frames, args)
+    if peer:
+        peer.close()
+    load_after = load_average()
 
-    n = len(frames)
     for r in rows:
         r["ratio_vs_mediapipe"] = r["fps"] / rows[0]["fps"]
         r["cpu_vs_mediapipe"] = r["cpu_ms_per_frame"] / rows[0]["cpu_ms_per_frame"]
         print(f"{r['contender']}: {r['fps']:.1f} fps ({r['ratio_vs_mediapipe']:.2f}x), "
               f"{r['cpu_ms_per_frame']:.2f} CPU ms/frame ({r['cpu_vs_mediapipe']:.2f}x), "
-              f"{100 * r.get('core_share_at_fps', float('nan')):.1f}% of a core at {args.paced_fps:g} fps")
-    info = machine()
-    md = (f"# Peer comparison\n\n{n} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of "
-          f"{args.block}; {info['cpu']}, {info['cores']} cores, {info['date']}.\n\n"
-          f"CPU ms is each contender's own process CPU time per frame (all threads); core share and latency "
-          f"(frame-in -> result-out) are from {args.paced_frames} frames fed at {args.paced_fps:g} fps.\n\n"
-          + markdown_table(rows, ["contender", "fps", "ratio_vs_mediapipe", "wall_ms_per_frame", "cpu_ms_per_frame",
-                                  "cpu_vs_mediapipe", "core_share_at_fps", "latency_p50_ms", "latency_p99_ms",
-                                  "face_found"]))
+              f"{r['voluntary_cs_per_frame']:.2f}/{r['involuntary_cs_per_frame']:.2f} cs/frame; at {args.paced_fps:g} fps "
+              f"{100 * r.get('core_share_at_fps', float('nan')):.1f}% of a core, latency p50 "
+              f"{r.get('latency_p50_ms', float('nan')):.2f} ms")
+    info = {**machine(), "load_average_before": load_before, "load_average_after": load_after}
+    md = (f"# Peer comparison\n\n{len(frames)} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of "
+          f"{args.block}, unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, "
+          f"{info['date']}; load average (1/5/15 min) {load_before} before, {load_after} after.\n\n"
+          "CPU ms is each contender's own process CPU time per frame (all threads); cs = context switches of that "
+          "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
+          f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
+          f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones.\n\n"
+          + markdown_table(rows, COLUMNS))
     out = Path(args.out)
-    write_results(out, "peers", {"machine": info, "frames": n, "rows": rows}, md)
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    ax.barh([r["contender"] for r in rows], [r["fps"] for r in rows])
-    ax.set_xlabel("frames/s (decode excluded)")
-    fig.tight_layout()
-    fig.savefig(out / "peers.png", dpi=100)
+    write_results(out, "peers", {"machine": info, "frames": len(frames), "rows": rows}, md)
+    plot(rows, out / "peers.png", args.paced_fps)
     print(f"wrote {out}/peers.json, .md, .png")
+
+
+def plot(rows: list[dict], path: Path, fps: float) -> None:
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rows) + 1.5), sharey=True)
+    names = [r["contender"] for r in rows]
+    ax1.barh(names, [r["fps"] for r in rows])
+    ax1.set_xlabel("frames/s (unpaced, decode excluded)")
+    ax2.barh(names, [r.get("latency_p50_ms", 0) for r in rows])
+    ax2.set_xlabel(f"latency p50 at {fps:g} fps (ms)")
+    ax2.set_xscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ least); RSS is read from /proc every SAMPLE frames. The first WARMUP share of fr
 allocator growth). Figures: RSS growth from the end of warm-up to the end, and p50/p99 latency
 per window of 1000 frames after warm-up (their spread says whether they drift).
 
-    python benchmarks/bench_soak.py [--frames 10000] [--sets mediapipe,omz] [--out results/soak]
+    python benchmarks/bench_soak.py [--frames 10000] [--sets default,mediapipe,omz] [--out results/soak]
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from _common import machine, markdown_table, write_results  # noqa: E402
+from _common import default_pipeline, load_average, machine, markdown_table, write_results  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
 VIDEO = Path(__file__).resolve().parents[2] / "shared/data/video/webcam_640x480.mp4"
-SETS = {"mediapipe": dict(models="mediapipe", precision="FP32"),
+SETS = {"default": default_pipeline(),
+        "mediapipe": dict(models="mediapipe", precision="FP32"),
         "omz": dict(models="omz", precision="FP16")}
 
 
@@ -109,14 +110,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--video", default=str(VIDEO), help="video looped as the source")
     ap.add_argument("--frames", type=int, default=10000, help="frames per model set")
-    ap.add_argument("--sets", default="mediapipe,omz", help="comma list of: " + ", ".join(SETS))
+    ap.add_argument("--sets", default=",".join(SETS), help="comma list of: " + ", ".join(SETS))
     ap.add_argument("--sample", type=int, default=50, help="frames between RSS samples")
     ap.add_argument("--warmup", type=float, default=0.1, help="share of frames counted as warm-up")
     ap.add_argument("--out", default="results/soak")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs, rows = {}, []
+    runs, rows, load_before = {}, [], load_average()
     for name in args.sets.split(","):
         runs[name] = soak(name, args.video, args.frames, args.sample)
         rows.append(summarize(name, runs[name], args.warmup))
@@ -125,13 +126,16 @@ def main() -> None:
               f"p99 spread over windows {rows[-1]['window_p99_spread']}x; CPU p50 {rows[-1]['cpu_p50_ms']} ms, "
               f"p99 {rows[-1]['cpu_p99_ms']} ms, spread {rows[-1]['window_cpu_p99_spread']}x", flush=True)
     plot(runs, out)
-    payload = {"machine": machine(), "video": args.video, "sets": {n: SETS[n] for n in runs}, "rows": rows,
+    info = {**machine(), "load_average_before": load_before, "load_average_after": load_average()}
+    payload = {"machine": info, "video": args.video, "sets": {n: SETS[n] for n in runs}, "rows": rows,
                "rss_samples": {n: r["rss"] for n, r in runs.items()}}
     cols = ["set", "frames", "warmup_frames", "rss_after_warmup_mb", "rss_end_mb", "rss_growth_pct", "p50_ms", "p99_ms",
             "window_p99_spread", "cpu_p50_ms", "cpu_p99_ms", "window_cpu_p99_spread"]
     md = ["# Soak: RSS and latency over a long run", "", f"Video {Path(args.video).name} looped; latency is the "
           "pipeline alone (decode excluded); growth from the end of warm-up to the last frame; p99 spread = "
-          "largest / smallest p99 of 1000-frame windows after warm-up; cpu = process CPU time per frame.", "", markdown_table(rows, cols), "",
+          "largest / smallest p99 of 1000-frame windows after warm-up; cpu = process CPU time per frame. "
+          f"{info['cpu']}, {info['cores']} cores, {info['date']}; load average (1/5/15 min) {info['load_average_before']} "
+          f"before, {info['load_average_after']} after.", "", markdown_table(rows, cols), "",
           "![soak](soak.png)"]
     write_results(out, "soak", payload, "\n".join(md))
 

@@ -125,8 +125,10 @@ def _stage(key: str, impl_id: str, stage, precision: str, params: dict, work: Pa
     for src in (xml, xml.with_suffix(".bin")):
         shutil.copyfile(src, folder / src.name)
     tables["ir"][key] = (folder / xml.name).relative_to(work).as_posix()
+    tables["inference_precision"][key] = zoo.get(model_id).inference_precision  # e.g. the gaze network's bf16
     if blob_config:
-        blob = runtime.export_compiled(xml, work / "blobs" / f"{key}.blob", **blob_config)
+        blob = runtime.export_compiled(xml, work / "blobs" / f"{key}.blob", **blob_config,
+                                       inference_precision=tables["inference_precision"][key])
         tables["blobs"][key] = blob.relative_to(work).as_posix()
     return [_model_entry(key, model_id, precision, tables["ir"][key])]
 

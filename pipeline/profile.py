@@ -131,7 +131,7 @@ def _read(path: Path, zoo_stages: bool = True) -> dict:
 
 # A bundle's profile also says, per stage kind, what runs it: the stage class, its parameters, the
 # IR (relative to the bundle) and the IR's compiled blob for the CPU the bundle was made on.
-BUNDLE_TABLES = ("implementation", "params", "ir", "blobs")
+BUNDLE_TABLES = ("implementation", "params", "ir", "blobs", "inference_precision")
 
 
 def _plans(profile: dict, opened) -> dict:
@@ -158,7 +158,8 @@ def _plan(stage_id: str, key: str, tables: dict, opened):
     ir, blob = tables["ir"].get(key), tables["blobs"].get(key) if opened.blobs else None
     return StagePlan(stage_id, implementation, dict(tables["params"].get(key, {})), opened.root / ir if ir else None,
                      opened.root / blob if blob else None,
-                     {role: _plan(model, f"{key}-{role}", tables, opened) for role, model in parts.items()})
+                     {role: _plan(model, f"{key}-{role}", tables, opened) for role, model in parts.items()},
+                     tables["inference_precision"].get(key, "f32"))
 
 
 # [runtime] key -> (type, least value, what it must be); a missing key takes the edgegaze default
@@ -249,17 +250,18 @@ class PipelineOptions:
         return Pipeline.from_plans(plans, names=names, **options)
 
 
-def with_profile(options: PipelineOptions, profile: dict) -> tuple[PipelineOptions, list[str]]:
+def with_profile(options: PipelineOptions, profile: dict,
+                 defaults: PipelineOptions | None = None) -> tuple[PipelineOptions, list[str]]:
     """`options` with a profile's stages (each ID@PRECISION) and runtime settings in place of its own,
-    and the names of the options it replaced that were not at their defaults (the profile wins;
-    the caller says so). A runtime key the profile lacks takes edgegaze's default."""
+    and the names of the options it replaced that were not at their `defaults` (the caller's; the
+    profile wins, the caller says so). A runtime key the profile lacks takes edgegaze's default."""
     runtime = profile.get("runtime", {})
     sets = {"models": "mediapipe", "precision": "FP32",  # every stage names its own model and precision
             **{kind: profile["stages"][kind] for kind in KINDS},
             "tracking": bool(runtime.get("tracking", True)), "redetect_every": int(runtime.get("redetect_every", 30)),
             "async_mode": bool(runtime.get("async_mode", False)), "threads": runtime.get("threads"),
             "plans": profile.get("plans")}
-    default = PipelineOptions()
+    default = defaults or PipelineOptions()
     replaced = [name for name in sets if getattr(options, name) != getattr(default, name)]
     return replace(options, **sets), replaced
 

@@ -4,15 +4,24 @@ Per frame: find faces (detector, or last frame's landmarks when tracking), then 
 landmarks -> head pose -> gaze -> eye state. Tracking works like MediaPipe's graph: a confident
 landmarks result gives next frame's face region and the detector is skipped; it runs again
 when no face is tracked, when a tracked face's landmark confidence drops (on that same frame),
-and every `redetect_every` frames to pick up new faces. A still (a photo: `Frame.still`) carries
+and every `redetect_every` frames. There it re-anchors the tracked faces on its boxes, unless the
+landmarks stage tracks alone (`tracks_alone`: FaceMesh, whose presence score tells a lost face):
+then it runs only while fewer than `max_faces` faces are tracked, to add new ones, and the tracked
+faces keep their regions. With every slot tracked it would add nothing; re-anchoring FaceMesh's
+track cost a detection every 30 frames and moved the head pose by 2-7 deg on those frames
+(MediaPipe's graph does not re-detect either). The OMZ 5-point track has no confidence and drifts
+without it (IoU with the detector's box 0.87-0.71 instead of 0.94-0.86 on the shared videos).
+A still (a photo: `Frame.still`) carries
 nothing over from the frame before; its landmarks are run again on the region their own
 landmarks give (the landmarks stage's `still_passes`), the region a tracked video frame gets.
 
-Async mode pipelines across frames: the front half (faces + landmarks of frame t+1, which
-tracking makes sequential) runs while the back half (head pose, gaze, eye state of frame t)
-runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
-inference, so the two halves use both cores. Results come out in frame order, identical to
-sync mode.
+Async mode (`edgegaze run`'s default) pipelines across frames that are waiting: the front half (faces + landmarks of frame
+t+1, which tracking makes sequential) runs while the back half (head pose, gaze, eye state of
+frame t) runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
+inference, so the two halves use both cores. A frame that was not waiting (a live camera's next
+frame, which the source had to wait for) is run through at once, as in sync mode: holding frame
+t's result until frame t+1 arrives would add a frame interval of latency (33 ms at 30 fps) for
+nothing. Results come out in frame order, identical to sync mode.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
+# Async mode: a frame the source gave in less than this was waiting (a file, frames in memory, a
+# camera's backlog), so overlapping it with the frame before pays; else it is run through at once.
+WAITING_S = 0.001
 # Inference threads per model when none are asked for. Measured (bench_pipeline, docs/performance.md "Speed"):
 # one thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
 # (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
@@ -68,6 +80,7 @@ class StagePlan:
     # the IR compiled for this CPU model and OpenVINO build at the LATENCY hint (see BLOB_HINT)
     blob: Path | None = None
     parts: dict = field(default_factory=dict)  # role -> StagePlan, for a stage that runs others (dual-gaze)
+    inference_precision: str = "f32"  # what the CPU computes it in (the zoo's, runtime.load)
 
 
 # Blobs are made at the hint a bundle runs at by default; another hint or device compiles the IR.
@@ -126,6 +139,8 @@ def _from_plan(plan: StagePlan, cls, params: dict, config: dict):
         return cls({role: _from_plan(p, stages.load_class(p.implementation, p.id), params, config)
                     for role, p in plan.parts.items()}, **settings)
     device, rest = config["device"], {k: v for k, v in config.items() if k != "device"}
+    if device.upper() == "CPU":  # as runtime.load does for a zoo model
+        rest["inference_precision"] = plan.inference_precision
     if plan.ir is None:
         compiled = None
     elif plan.blob is not None and (device.upper(), rest["hint"].upper()) == (BLOB_DEVICE, BLOB_HINT):
@@ -258,13 +273,14 @@ class Pipeline:
             return [self._settled(image, r, ms) for r in results], True
         results, lost = [], False
         periodic = self._since_detect >= self.redetect_every
-        if self.tracking and self._tracked and not periodic:
+        reanchor = periodic and not getattr(self.landmarks, "tracks_alone", False)
+        if self.tracking and self._tracked and not reanchor:
             for face in self._tracked:
                 r = self._with_landmarks(image, face, ms)
                 lost |= r is None
                 if r is not None and all(iou(r.face.box, o.face.box) < 0.5 for o in results):
                     results.append(r)
-        ran = not results or lost or periodic or not self.tracking
+        ran = not results or lost or (periodic and len(results) < self.max_faces) or not self.tracking
         if ran:
             results = self._detect(image, results, ms)
         self._since_detect += 1
@@ -300,15 +316,28 @@ class Pipeline:
         return self.step(Frame(index, timestamp, image, still=still))
 
     def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:
-        """Results in frame order; async mode overlaps frame t's back half with t+1's front."""
+        """Results in frame order; async mode overlaps frame t's back half with t+1's front
+        while frames are waiting (module docstring)."""
         if not self.async_mode:
             yield from map(self.step, frames)
             return
+        source = iter(frames)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgegaze-back") as pool:
-            pending = None
-            for frame in frames:
+            pending = None  # the back half of the frame before, held while this frame's front half runs
+            while True:
+                t = time.perf_counter()
+                frame = next(source, None)
+                if frame is None:
+                    break
+                waiting = time.perf_counter() - t < WAITING_S
+                if pending is not None and not waiting:
+                    yield pending.result()
+                    pending = None
                 ms: dict[str, float] = {}
                 results, ran = self._front(frame.image, ms, frame.still)
+                if not waiting:  # live: run it through here, no thread hand-off
+                    yield self._finish(frame, results, ran, ms)
+                    continue
                 future = pool.submit(self._finish, frame, results, ran, ms)
                 if pending is not None:
                     yield pending.result()

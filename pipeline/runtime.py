@@ -19,7 +19,7 @@ import openvino as ov
 import openvino.properties as props
 import openvino.properties.hint as hints
 
-from pipeline import modelcache, paths
+from pipeline import modelcache, paths, zoo
 from pipeline.errors import EdgegazeError
 
 
@@ -40,7 +40,7 @@ def compile_model(
     """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint)."""
     check_device(device)
     device = device.upper()  # OpenVINO's device names are upper case; check_device takes any case
-    cfg = config(hint, threads, streams, profile, inference_precision)
+    cfg = config(hint, threads, streams, profile, inference_precision, device)
     try:
         if isinstance(model, ov.Model):
             return core().compile_model(model, device, cfg)
@@ -118,15 +118,34 @@ def copy_outputs(request: ov.InferRequest) -> list[np.ndarray]:
     return [request.get_output_tensor(i).data.copy() for i in range(len(request.model_outputs))]
 
 
+def infer(request: ov.InferRequest, inputs) -> list[np.ndarray]:
+    """One synchronous inference (on the calling thread); copies of its outputs, in output order.
+    `inputs`: an array for a one-input model, a list or tuple in input order, or a dict by index.
+
+    Inputs of the request's own shapes are written into its own tensors and the request runs with
+    none given: OpenVINO's Python dispatcher (`request.infer(inputs)`) spent ~0.1 ms more a call
+    here, and threw and caught a C++ exception per input, whose unwinding is slow on a cold core
+    (a webcam's frames come 33 ms apart). Any other input goes through that dispatcher."""
+    items = inputs.items() if isinstance(inputs, dict) else \
+        enumerate(inputs if isinstance(inputs, (list, tuple)) else [inputs])
+    views = []
+    for key, x in items:
+        view = request.get_input_tensor(key).data if isinstance(key, int) else None
+        if view is None or view.shape != np.shape(x):
+            request.infer(list(inputs) if isinstance(inputs, tuple) else inputs)
+            return copy_outputs(request)
+        views.append((view, x))
+    for view, x in views:
+        view[...] = x
+    request.infer(share_outputs=True)  # the outputs are copied below, only once
+    return copy_outputs(request)
+
+
 def infer_each(compiled: ov.CompiledModel, items: list) -> list[list[np.ndarray]]:
     """Outputs (copied, in output order) of one synchronous inference per item; an item is the
     model's inputs (an array, a list or dict, or a tuple in input order)."""
     request = compiled.create_infer_request()
-    out = []
-    for x in items:
-        request.infer(list(x) if isinstance(x, tuple) else x)
-        out.append(copy_outputs(request))
-    return out
+    return [infer(request, x) for x in items]
 
 
 def _first_line(e: Exception) -> str:
@@ -174,13 +193,22 @@ def check_precision(precision: str, single: bool = False) -> list[str]:
 
 
 def config(hint: str = "LATENCY", threads: int | None = None, streams: int | None = None, profile: bool = False,
-           inference_precision: str | None = "f32") -> dict:
+           inference_precision: str | None = "f32", device: str = "CPU") -> dict:
     """The compile configuration edgegaze deploys with (and measures accuracy with).
 
     Non-quantized layers run in f32 by default. OpenVINO's own default on CPUs with AVX512_BF16
     is bf16, which here (no AMX) was slower, not faster (face-detection-adas-0001 26.3 vs 18.2 ms)
-    and moved borderline detector scores across the threshold. None keeps the plugin's choice."""
+    and moved borderline detector scores across the threshold. None keeps the plugin's choice; a
+    zoo model may name its own (`inference_precision`, see `load`).
+
+    CPU threads are not pinned. OpenVINO pins by default: a single-threaded model runs on the
+    calling thread, which it moved to core 0 for each inference (sched_setaffinity in and out, seen
+    with strace), whatever else ran there. On the shared 2-core machine that doubled the
+    pipeline's involuntary context switches (2.1 -> 1.0 a frame without) and its latency at a
+    30 fps pace (8.3 -> 6.9 ms p50, load average ~4)."""
     cfg = {hints.performance_mode: getattr(hints.PerformanceMode, hint.upper())}
+    if device.upper() == "CPU":
+        cfg[hints.enable_cpu_pinning] = False
     if inference_precision:
         cfg[hints.inference_precision] = inference_precision
     if threads:
@@ -204,5 +232,9 @@ def ir_file(model_id: str, precision: str = "FP32") -> Path:
 
 
 def load(model_id: str, precision: str = "FP32", device: str = "CPU", **kw) -> ov.CompiledModel:
-    """Compile the converted IR of a zoo model, verified first (see compile_model for the keywords)."""
+    """Compile the converted IR of a zoo model, verified first (see compile_model for the keywords).
+    On the CPU it computes in the zoo's `inference_precision` for it unless one is given (bf16 runs
+    as f32 on a CPU without bf16: OpenVINO falls back by itself)."""
+    if device.upper() == "CPU":
+        kw.setdefault("inference_precision", zoo.get(model_id).inference_precision)
     return compile_model(ir_file(model_id, precision), device, **kw)

@@ -35,6 +35,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 STAGES = ("face", "landmarks", "head_pose", "gaze", "eye_state")
+INFERENCE_PRECISIONS = ("f32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ class ModelSpec:
     files: tuple[ModelFile, ...] = field(default=())
     implementation: str = ""  # the stage class that runs it: "<module in pipeline/stages>:<class>"
     params: dict = field(default_factory=dict)  # that class's parameters for this model ([models.params])
+    # what OpenVINO's CPU plugin computes its float layers in: f32, or bf16 where that was measured
+    # inside the accuracy budget and faster
+    inference_precision: str = "f32"
+
+    def __post_init__(self):
+        if self.inference_precision not in INFERENCE_PRECISIONS:
+            raise EdgegazeError(f"zoo model {self.id}: inference_precision '{self.inference_precision}' is not one of "
+                                f"{', '.join(INFERENCE_PRECISIONS)}")
 
     def files_for(self, precision: str) -> list[ModelFile]:
         return [f for f in self.files if f.precision == precision]

@@ -176,7 +176,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                "is a file; give a folder"),
         "report garbage video": (["report", "--input", inputs / "garbage.mp4", "--out", "rep"], "cannot decode"),
         # an empty report and exit 0 (only its notes said nothing was measured); a negative TDP gave negative energy
-        "report nothing to measure": (["report", "--input", video, "--out", "rep", "--precision", "FP16-INT8"],
+        "report nothing to measure": (["report", "--input", video, "--out", "rep", "--models", "mediapipe",
+                                       "--precision", "FP16-INT8"],
                                       "nothing to measure"),
         "report cpu-tdp -5": (["report", "--input", video, "--out", "rep", "--cpu-tdp", "-5"], "must be above 0"),
         "report frames 0": (["report", "--input", video, "--out", "rep", "--frames", "0"], "--frames"),
@@ -291,7 +292,7 @@ def test_skipped_input_is_counted_named_and_recorded(zoo_ready, tmp_path):
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mode):
     video = shared_path(VIDEO)
-    extra = ["--async"] if mode == "async" else []
+    extra = ["--async"] if mode == "async" else ["--no-async"]
     proc = cli("run", "--input", video, "--max-frames", "25", "--json", "a.jsonl", "--output", "a.mp4", *extra, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("25 frames")

@@ -2,24 +2,24 @@
 
 Runs inside its own virtual environment (mediapipe==0.10.14 pins numpy<2, so it never becomes
 an edgegaze dependency). Protocol on stdin/stdout, one line each, so the parent can interleave
-blocks of frames with its own configurations:
-    parent: "block START END"  -> worker: {"seconds": s, "cpu_seconds": c, "frames": n, "found": k}
-    parent: "paced COUNT FPS"  -> worker: {"core_share_at_fps": .., "latency_p50_ms": .., ...}
+blocks of frames, unpaced and paced, with its own configurations:
+    parent: "block START END"        -> worker: {"seconds": s, "cpu_seconds": c, "frames": n, "found": k,
+                                                 "voluntary": v, "involuntary": i}
+    parent: "paced START END FPS"    -> worker: the same keys for frames fed at FPS, and "latency_ms": [...]
     parent: "quit"
-CPU seconds are this worker's own process CPU time, measured as the parent measures its contenders
-(benchmarks/_cost.py, shared).
+CPU seconds and context switches are this worker's own process (all its threads), measured as
+the parent measures its contenders (benchmarks/_cost.py, shared).
 """
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import cv2
 import mediapipe as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _cost import paced  # noqa: E402
+from _cost import Clock, paced_block  # noqa: E402
 
 
 def main() -> None:
@@ -39,17 +39,22 @@ def main() -> None:
         parts = line.split()
         if not parts or parts[0] == "quit":
             break
-        if parts[0] == "paced":
-            reply = paced(lambda fs: map(mesh.process, fs), frames[:int(parts[1])], float(parts[2]))
-            print(json.dumps(reply), flush=True)
-            continue
         start, end = int(parts[1]), int(parts[2])
-        found = 0
-        t, cpu = time.perf_counter(), time.process_time()
-        for frame in frames[start:end]:
-            found += mesh.process(frame).multi_face_landmarks is not None
-        print(json.dumps({"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - cpu,
-                          "frames": end - start, "found": found}), flush=True)
+        if parts[0] == "paced":
+            print(json.dumps(paced_block(lambda fs: map(mesh.process, fs), frames[start:end], float(parts[3]))),
+                  flush=True)
+            continue
+        found, clock = 0, Clock()
+
+        def block():
+            nonlocal found
+            for frame in frames[start:end]:
+                found += mesh.process(frame).multi_face_landmarks is not None
+            return end - start
+
+        clock.time(block)
+        print(json.dumps({"seconds": clock.wall, "cpu_seconds": clock.cpu, "frames": clock.frames, "found": found,
+                          "voluntary": clock.voluntary, "involuntary": clock.involuntary}), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ import sys
 
 from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 
+# `run` overlaps frames that wait (a file's) by default; a live camera's frames run through at once
+# (runner.Pipeline.run), so its latency is sync mode's (docs/performance.md)
+RUN_ASYNC = True
+
 
 def add(sub) -> None:
     _add_run(sub)
@@ -42,9 +46,10 @@ def _pipeline_options(args):
         max_faces=args.max_faces, params=args.params)
     if not args.profile:
         return options
-    options, replaced = profile.with_profile(options, profile.load(args.profile))
+    options, replaced = profile.with_profile(options, profile.load(args.profile),
+                                             defaults=profile.PipelineOptions(async_mode=RUN_ASYNC))
     if replaced:  # the profile wins; say so rather than drop them without a word
-        flag = {"tracking": "--no-tracking", "async_mode": "--async"}
+        flag = {"tracking": "--no-tracking", "async_mode": "--no-async" if RUN_ASYNC else "--async"}
         print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: "
               f"{', '.join(flag.get(n, '--' + n.replace('_', '-')) for n in replaced)}", file=sys.stderr)
     return options
@@ -92,7 +97,9 @@ def _add_run(sub) -> None:
                    "lists (CPU, GPU, NPU), or AUTO")
     add_stage_options(p)
     p.add_argument("--max-faces", type=int_at_least(1), default=1, help="most faces followed per frame")
-    p.add_argument("--async", dest="async_mode", action="store_true", help="pipeline stages across frames")
+    p.add_argument("--async", dest="async_mode", action=argparse.BooleanOptionalAction, default=RUN_ASYNC,
+                   help="overlap a frame's head pose and gaze with the next frame's landmarks when frames wait (a "
+                        "file); a live camera's frames run through at once (default; --no-async: one at a time)")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
     p.add_argument("--threads", type=int_at_least(0), default=None,

@@ -24,10 +24,10 @@ from typing import Any, ClassVar
 import numpy as np
 import openvino as ov
 
+from pipeline import runtime
 from pipeline.bounds import Bounds
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face, FaceResult
-from pipeline.runtime import copy_outputs
 
 # Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
 # centres without eye corners (e.g. after the OMZ 5-point landmarks).
@@ -87,9 +87,11 @@ class Stage(ABC):
     def __init__(self, compiled: ov.CompiledModel | None, **params):
         self.compiled = compiled
         self.request = compiled.create_infer_request() if compiled is not None else None
-        # Milliseconds spent inside OpenVINO's infer, summed over calls: the report splits each
-        # stage's time into model time and the Python around it (crops, postprocess, copies).
+        # Milliseconds spent running the model (inputs in, outputs copied), and the number of runs:
+        # the report splits each stage's time into model time and the Python around it (crops,
+        # postprocess); benchmarks count inferences per frame.
         self.infer_ms = 0.0
+        self.infer_calls = 0
         for key, value in self.settings(params).items():
             setattr(self, key, value)
         self.out = self.bind_outputs(compiled) if compiled is not None else {}
@@ -128,9 +130,10 @@ class Stage(ABC):
     def infer(self, inputs: Any) -> list[np.ndarray]:
         """Run the model synchronously; outputs in the model's output order (self.out maps roles to them)."""
         t = time.perf_counter()
-        self.request.infer(inputs)
+        outputs = runtime.infer(self.request, inputs)
         self.infer_ms += (time.perf_counter() - t) * 1e3
-        return copy_outputs(self.request)
+        self.infer_calls += 1
+        return outputs
 
     # -- optimizer hooks -------------------------------------------------------------------
     @classmethod
@@ -176,6 +179,11 @@ class Detector(Stage):
 
 class FaceStage(Stage):
     """A per-face stage (landmarks, head pose, gaze, eye state)."""
+
+    # A landmark stage whose tracked regions hold without the detector: its confidence tells a lost
+    # face (`present`) and its regions do not drift. Else the runner re-anchors tracked faces on the
+    # detector's boxes every redetect_every frames.
+    tracks_alone: ClassVar[bool] = False
 
     @abstractmethod
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[Any, Any]:

@@ -85,6 +85,7 @@ class FaceMesh(FaceStage):
                                       "(the region tracking gives it on video)", low=0, high=5),
     }
     crop = "face"
+    tracks_alone = True  # the presence output tells a lost face; mesh regions held on 5 videos without the detector
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
