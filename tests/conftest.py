@@ -31,7 +31,8 @@ ENABLE = {
 }
 
 
-def _missing(msg: str):
+def unavailable(msg: str):
+    """What a test needs is not here: a skip locally, a failure under CI=true (CI installs it all)."""
     if CI:  # CI installs every optional part: a missing one would hide its tests
         pytest.fail(msg)
     pytest.skip(msg)
@@ -41,7 +42,7 @@ def shared_path(rel: str) -> Path:
     """Path of a file under ../shared/data; skip locally (fail under CI) when it is absent."""
     path = SHARED / rel
     if not path.exists():
-        _missing(f"shared data missing: {path}")
+        unavailable(f"shared data missing: {path}")
     return path
 
 
@@ -50,13 +51,13 @@ def need(module: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        _missing(f"{module} is not installed: {ENABLE[module]}")
+        unavailable(f"{module} is not installed: {ENABLE[module]}")
 
 
 def need_tool(tool: str) -> None:
     """A program on PATH (Xvfb, xdotool); skip with the command that installs it (fail under CI)."""
     if shutil.which(tool) is None:
-        _missing(f"{tool} is not installed: {ENABLE[tool]}")
+        unavailable(f"{tool} is not installed: {ENABLE[tool]}")
 
 
 def jsonl_frames(path) -> list[dict]:
