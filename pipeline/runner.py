@@ -43,6 +43,9 @@ from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
+# The zoo set a pipeline runs when none is named: `edgegaze run`, the mouse, eval, report, the API
+# and the search's reference (docs/gaze.md says why).
+DEFAULT_SET = "default"
 # Async mode: a frame the source gave in less than this was waiting (a file, frames in memory, a
 # camera's backlog), so overlapping it with the frame before pays; else it is run through at once.
 WAITING_S = 0.001
@@ -177,7 +180,7 @@ class Pipeline:
         self.reset()
 
     @classmethod
-    def from_set(cls, models: str = "default", precision: str = "FP32", device: str = "CPU", *,
+    def from_set(cls, models: str = DEFAULT_SET, precision: str = "FP32", device: str = "CPU", *,
                  face: str | None = None, landmarks: str | None = None, head_pose: str | None = None,
                  gaze: str | None = None, eye_state: str | None = None, hint: str = "LATENCY",
                  threads: int | None = None, prepare: bool = True, params: list[str] | dict | None = None,

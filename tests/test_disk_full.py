@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from conftest import ROOT, shared_path
+from conftest import ROOT, need, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 
@@ -144,9 +144,9 @@ def clip(src: Path, dest: Path, frames: int) -> Path:
 
 
 def test_batch_on_a_full_disk_fails_that_video_and_goes_on(zoo_ready, full_disk, tmp_path):
-    from test_search_batch import _ray, _reference_profile
+    from test_search_batch import _reference_profile
 
-    _ray()
+    need("ray")
     videos = tmp_path / "videos"
     videos.mkdir()
     clip(shared_path(VIDEO), videos / "a_long.mp4", 60)  # sorted first: fills the disk and fails

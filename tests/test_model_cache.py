@@ -119,7 +119,7 @@ def test_a_cache_made_by_one_user_is_read_by_another(zoo_ready):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "EDGEGAZE_HOME": str(home), "HOME": str(root)}
         before = sorted(str(p) for p in home.rglob("*"))
         proc = subprocess.run([*as_nobody, sys.executable, "-m", "pipeline", "run", "--input", str(shared_path(VIDEO)),
-                               "--max-frames", "2"], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+                               "--models", "mediapipe", "--max-frames", "2"], env=env, cwd=root, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0 and proc.stdout.startswith("2 frames, face in 2"), proc.stderr[-1000:]
         assert sorted(str(p) for p in home.rglob("*")) == before  # read only
     finally:

@@ -48,7 +48,7 @@ def _markdown(result: dict, best, hand) -> str:
     lines = [f"# Pipeline search ({result['space']} space, {len(result['rows'])} candidates, {result['seconds']} s)", "",
              f"Budget: {m} <= {result['budget'][m]}, max drop {result['budget']['max_drop'] or 'none'}. "
              f"Speed per frame on {', '.join(Path(v).name for v in result['videos'])} (up to {result['max_frames']} frames "
-             "each, decode excluded, one candidate at a time); accuracy vs the mediapipe FP32 reference "
+             "each, decode excluded, one candidate at a time); accuracy vs the default set's FP32 reference "
              f"({', '.join(Path(d).name for d in result['datasets']) or 'videos only'}).", ""]
     if best:
         lines.append(f"**Chosen:** `{best['candidate']['name']}`: {best['cpu_ms']:.2f} CPU ms, {best['wall_ms']:.2f} ms per frame.")

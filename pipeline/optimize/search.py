@@ -5,7 +5,7 @@ sync/async, threads, eye state on/off) is measured, none estimated:
 - speed: end-to-end wall ms and process CPU ms per frame on the input videos (frames decoded
   beforehand, models compiled and warmed up first), one candidate at a time on one node
   (cluster.on_timing_slot), after every accuracy task has finished;
-- accuracy against the FP32 reference (the mediapipe set at FP32, default runtime): head-pose MAE
+- accuracy against the FP32 reference (the default set at FP32, default runtime): head-pose MAE
   on the labeled stills (AFLW2000-3D folders, run in parallel Ray tasks, one per distinct
   face/landmarks/head-pose choice), and on the input videos the share of frames with a face and
   the median angle between the candidate's gaze and the reference's on the same frames.
@@ -25,8 +25,8 @@ import numpy as np
 from pipeline import modelcache, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
-from pipeline.runner import DEFAULT_THREADS, check_requires
-from pipeline.stages import implementations as stage_ids, stage_class
+from pipeline.runner import DEFAULT_SET, DEFAULT_THREADS, check_requires
+from pipeline.stages import implementations as stage_ids, models_of, stage_class
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
@@ -44,10 +44,12 @@ def set_stages(name: str) -> dict:
 
 
 def available(impl: str) -> list[str]:
-    """Precision tags (FP32, FP16, INT8, FP16-INT8, pruned tags...) whose IR exists for `impl`."""
-    if impl in ("mesh", "none"):
+    """Precision tags (FP32, FP16, INT8, FP16-INT8, pruned tags...) whose IR exists for every model
+    `impl` runs (its own, or its parts': dual-gaze); [""] for a stage that runs none (mesh)."""
+    models = [] if impl == "none" else models_of(impl)
+    if not models:
         return [""]
-    found = modelcache.tags_on_disk(impl)  # never a killed writer's temp folder
+    found = set.intersection(*(set(modelcache.tags_on_disk(m)) for m in models))  # never a killed writer's temp folder
     return sorted(found, key=lambda t: (PRECISIONS.index(t) if t in PRECISIONS else len(PRECISIONS), t))
 
 
@@ -64,7 +66,7 @@ def missing_int8(stages: dict) -> list[str]:
 def candidate(stages: dict, precision: dict | str, **runtime) -> dict:
     """One configuration: stages as ID@PRECISION, runtime settings, and a readable name."""
     prec = precision if isinstance(precision, dict) else {k: precision for k in stages}
-    spec = {k: (v if v in ("mesh", "none") else f"{v}@{prec[k]}") for k, v in stages.items()}
+    spec = {k: (v if available(v) == [""] else f"{v}@{prec[k]}") for k, v in stages.items()}  # no model: its id
     rt = {**DEFAULT_RUNTIME, **runtime}
     parts = [spec[k].replace("face-detection-", "fd-") for k in ("face", "landmarks", "head_pose", "gaze", "eye_state")
              if spec.get(k, "none") != "none"]
@@ -74,7 +76,7 @@ def candidate(stages: dict, precision: dict | str, **runtime) -> dict:
 
 
 def reference() -> dict:
-    return dict(candidate(set_stages("mediapipe"), "FP32"), hand_picked=True)
+    return dict(candidate(set_stages(DEFAULT_SET), "FP32"), hand_picked=True)
 
 
 def _uniform(stages: dict, tag: str) -> dict | None:
@@ -190,7 +192,7 @@ def _build(c: dict, **kw):
     from pipeline.runner import Pipeline
 
     rt = {k: c[k] for k in ("tracking", "redetect_every", "async_mode")}
-    return Pipeline.from_set("mediapipe", "FP32", threads=c["threads"], **c["stages"], **{**rt, **kw})
+    return Pipeline.from_set(DEFAULT_SET, "FP32", threads=c["threads"], **c["stages"], **{**rt, **kw})
 
 
 def _decode(videos: list[str], max_frames: int | None) -> list[list]:
