@@ -42,11 +42,12 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
 
 
 def default_pipeline() -> dict:
-    """Pipeline.from_set keywords of the pipeline `edgegaze run` builds with no flags: the default
-    set (OMZ's gaze network on the mesh's eye crops; the iris model runs only for users whose
-    calibration reads it, so not here), async (it overlaps frames that wait, and runs a live
-    camera's frames through at once)."""
-    return dict(models="default", async_mode=True)
+    """Pipeline.from_set keywords of the pipeline `edgegaze run` and `edgegaze mouse` build with no
+    flags: the default set (OMZ's gaze network on the mesh's eye crops; the iris model runs only for
+    users whose calibration reads it, so not here), sync (`run --async` is opt-in)."""
+    from pipeline.cli.run import RUN_ASYNC
+
+    return dict(models="default", async_mode=RUN_ASYNC)
 
 
 def stages_of(pipe) -> list:

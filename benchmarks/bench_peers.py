@@ -47,7 +47,7 @@ CONTENDERS = {
     "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
     "udacity-style omz FP16": dict(_UDACITY, precision="FP16"),
     "edgegaze default": default_pipeline(),
-    "edgegaze default --no-async": dict(default_pipeline(), async_mode=False),
+    "edgegaze default --async": dict(default_pipeline(), async_mode=True),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "edgegaze omz FP32 sync": dict(models="omz", precision="FP32", async_mode=False),

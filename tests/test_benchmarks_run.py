@@ -30,6 +30,8 @@ def bench(script: str, *args, cwd: Path, env: dict | None = None) -> subprocess.
 CASES = {
     "bench_pipeline.py": (["--frames", "6", "--block", "3", "--configs", "mediapipe FP32 async,omz FP16-INT8 async",
                            "--out", "out"], "out/pipeline.json"),
+    "bench_frame.py": (["--frames", "6", "--block", "3", "--paced-frames", "3", "--gaps", "1", "--out", "out"],
+                       "out/frame.json"),
     "bench_peers.py": (["--frames", "6", "--block", "3", "--no-mediapipe", "--out", "out"], "out/peers.json"),
     "bench_models.py": (["--set", "mediapipe", "--precision", "FP32", "--frames", "2", "--rounds", "1",
                          "--seconds", "0.02", "--out", "out"], "out"),

@@ -7,9 +7,10 @@ import sys
 
 from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 
-# `run` overlaps frames that wait (a file's) by default; a live camera's frames run through at once
-# (runner.Pipeline.run), so its latency is sync mode's (docs/performance.md)
-RUN_ASYNC = True
+# `run` is sync unless asked: with the file's decoder running, overlapping frames on a 2-core
+# machine was 14-17 % slower end to end (three cores' work on two); frames already in memory ran
+# 1.6x faster async, and a live camera's frames run through at once either way (docs/performance.md)
+RUN_ASYNC = False
 
 
 def add(sub) -> None:
@@ -99,7 +100,8 @@ def _add_run(sub) -> None:
     p.add_argument("--max-faces", type=int_at_least(1), default=1, help="most faces followed per frame")
     p.add_argument("--async", dest="async_mode", action=argparse.BooleanOptionalAction, default=RUN_ASYNC,
                    help="overlap a frame's head pose and gaze with the next frame's landmarks when frames wait (a "
-                        "file); a live camera's frames run through at once (default; --no-async: one at a time)")
+                        "file): faster where a core is free beside the decoder; a live camera's frames run "
+                        "through at once (default: --no-async, one at a time)")
     p.add_argument("--no-tracking", action="store_true", help="run the detector on every frame")
     p.add_argument("--hint", default="LATENCY", choices=["LATENCY", "THROUGHPUT"], help="OpenVINO performance hint")
     p.add_argument("--threads", type=int_at_least(0), default=None,
