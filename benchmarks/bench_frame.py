@@ -14,7 +14,7 @@ an idle gap (the thread sleeps --gaps ms first, as a paced pipeline does between
 longest gap spent spinning instead; and right after 64 MB were written (every cache evicted, no
 idle): how much of a paced frame's model time is the idle core rather than work or cold caches.
 
-    python benchmarks/bench_frame.py [--video V] [--frames 300] [--paced-frames 150] [--out results/]
+    python benchmarks/bench_frame.py [--video V] [--models SET --precision P] [--frames 300] [--out results/]
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from _common import default_pipeline, load_average, machine, markdown_table, stages_of, write_results  # noqa: E402
-from pipeline import runtime  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
@@ -132,7 +131,7 @@ def floors(models: dict, gaps_ms: list[float], repeats: int = 60) -> dict:
                 if wait:
                     wait()
                 t = time.thread_time()
-                runtime.infer(stage.request, inputs)
+                type(stage).infer(stage, inputs)  # the stage's own call (an eye-state stage: both eyes)
                 samples.append((time.thread_time() - t) * 1e3)
             row[label] = float(np.median(samples))
         out[name] = row
@@ -175,19 +174,22 @@ def main() -> None:
     ap.add_argument("--paced-fps", type=float, default=30.0)
     ap.add_argument("--gaps", default="1,5,33", help="idle gaps (ms) before a single inference, for the floors")
     ap.add_argument("--models", default=default_pipeline()["models"], help="model set (default: the default set)")
+    ap.add_argument("--precision", default="FP32")
+    ap.add_argument("--eye-state", help="the eye-state stage, as edgegaze run's --eye-state (omz at FP16-INT8: "
+                                        "open-closed-eye-0001@FP16, Intel ships no INT8 of it)")
     ap.add_argument("--param", action="append", default=[], help="a stage parameter, as edgegaze run's --param")
     ap.add_argument("--out", default="results")
     args = ap.parse_args()
     args.gaps = [float(g) for g in args.gaps.split(",") if g.strip()]
     load_before = load_average()
     frames = list(open_source(args.video, max_frames=args.frames))
-    pipe = Pipeline.from_set(args.models, params=args.param)
+    pipe = Pipeline.from_set(args.models, args.precision, eye_state=args.eye_state, params=args.param)
     rows, floor = profile(pipe, frames, args)
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_average()}
     parts = list(dict.fromkeys(k for r in rows.values() for k in r))
     table = [{"part (thread CPU ms per frame)": k, **{m: r.get(k, "") for m, r in rows.items()}} for k in parts]
     floor_rows = [{"model": n, **r} for n, r in floor.items()]
-    md = (f"# Where a frame's CPU goes\n\n`--models {args.models}` {' '.join('--param ' + p for p in args.param)}, "
+    md = (f"# Where a frame's CPU goes\n\n`--models {args.models} --precision {args.precision}` {' '.join('--param ' + p for p in args.param)}, "
           f"sync, {len(frames)} frames of `{Path(args.video).name}` (decode excluded), blocks of {args.block}, "
           f"unpaced and paced alternately; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, "
           f"OpenCV {cv2.__version__}, {info['date']}; load average (1/5/15 min) {load_before} before, "
