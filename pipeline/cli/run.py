@@ -8,7 +8,7 @@ import sys
 from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 
 # `run` is sync unless asked: with the file's decoder running, overlapping frames on a 2-core
-# machine was 14-17 % slower end to end (three cores' work on two); frames already in memory ran
+# machine was 16-17 % slower end to end (three cores' work on two); frames already in memory ran
 # 1.6x faster async, and a live camera's frames run through at once either way (docs/performance.md)
 RUN_ASYNC = False
 
