@@ -11,7 +11,7 @@ gives what the profile gives.
    sys, /proc, 10 ms ticks). Cases, each --repeats times and interleaved (one of each in turn, so a
    change of load hits all alike): the bundle folder with its compiled blobs, and without them, each
    with an empty EDGEGAZE_HOME (nothing compiled before: a box's first start); without blobs once
-   OpenVINO's own cache under EDGEGAZE_HOME is warm (every later start); the .tar.gz on a first
+   edgegaze's compiled-model cache under EDGEGAZE_HOME is warm (every later start); the .tar.gz on a first
    start (it is unpacked); and `run --profile` on the workstation (zoo and model folder, warm cache).
 3. Identical outputs: `run --bundle` (blobs, no blobs) against `run --profile` over --frames frames,
    frame for frame, timing fields aside.
@@ -106,7 +106,7 @@ def startup(edgegaze: list, env: dict, profile: Path, bundles: dict, work: Path,
     cases = {
         "bundle + blobs, empty home": (["--bundle", bundles["blobs"]], None),
         "bundle, no blobs, empty home": (["--bundle", bundles["plain"]], None),
-        "bundle, no blobs, OpenVINO cache warm": (["--bundle", bundles["plain"]], warm),
+        "bundle, no blobs, compiled-model cache warm": (["--bundle", bundles["plain"]], warm),
         ".tar.gz + blobs, empty home (unpacked)": (["--bundle", bundles["archive"]], None),
         "run --profile (zoo, model folder, warm)": (["--profile", profile], "checkout"),
     }
@@ -155,7 +155,7 @@ def make_bundles(profile: Path, work: Path) -> dict:
 
 
 def reference_profile(path: Path) -> Path:
-    """The search's reference candidate (the mediapipe set at FP32), as `optimize pipeline` writes it."""
+    """The search's reference candidate (the default set at FP32), as `optimize pipeline` writes it."""
     from pipeline import profile as profiles
     from pipeline.optimize import search
 
@@ -218,7 +218,7 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", help="profile to deploy (default: the search's reference, the mediapipe set at FP32)")
+    ap.add_argument("--profile", help="profile to deploy (default: the search's reference, the default set at FP32)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--frames", type=int, default=100, help="frames compared against run --profile")
     ap.add_argument("--no-sizes", action="store_true", help="skip the two fresh installs (they need PyPI or pip's cache)")
