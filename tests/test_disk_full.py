@@ -116,6 +116,22 @@ def test_files_written_whole_on_a_full_disk(full_disk):
     assert (full_disk / "report.json").read_text() == "{}" and [p.name for p in full_disk.iterdir()] == ["report.json"]
 
 
+def test_mouse_record_on_a_full_disk(full_disk):
+    """`mouse --record`'s trajectory CSV: WriteError (one line from the CLI), no temp file left."""
+    import numpy as np
+
+    from pipeline.control.mouse import Decision, TrajectoryRecorder
+    from pipeline.errors import WriteError
+
+    recorder = TrajectoryRecorder(full_disk / "traj.csv")
+    with pytest.raises(WriteError, match=r"traj.csv: No space left on device \(ENOSPC\); the incomplete file was removed"):
+        for i in range(20000):  # ~40 bytes a row: past 96 KiB the buffer's flush fails
+            recorder.write(i, Decision(t=i / 30, state="moved", xy=np.array([640.0, 360.0]), raw=np.array([641.0, 359.0])))
+        recorder.close()
+    recorder.close()  # the mouse's own clean-up after the error: nothing left to do
+    assert not list(full_disk.iterdir())
+
+
 def test_convert_on_a_full_disk(zoo_ready, full_disk, tmp_path, monkeypatch):
     from pipeline import paths, zoo
 

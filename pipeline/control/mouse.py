@@ -22,7 +22,7 @@ import numpy as np
 from pipeline.control.clicks import BlinkClicker, DwellClicker, EyeClosure, EyesClosedGesture
 from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import output_target, temp_beside
 from pipeline.results import FaceResult
 
@@ -153,13 +153,33 @@ class TrajectoryRecorder:
 
     def write(self, frame: int, d: "Decision") -> None:
         raw = ("", "") if d.raw is None else (f"{d.raw[0]:.1f}", f"{d.raw[1]:.1f}")
-        self._w.writerow((frame, f"{d.t:.4f}", d.state, *raw, round(d.xy[0]), round(d.xy[1]), d.click or ""))
+        try:
+            self._w.writerow((frame, f"{d.t:.4f}", d.state, *raw, round(d.xy[0]), round(d.xy[1]), d.click or ""))
+        except OSError as e:  # a full disk or an I/O error: one line, no temp file left
+            raise WriteError(self.path, e, removed=self._discard()) from None
 
     def close(self) -> None:
         if not self._f.closed:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError as e:
+                raise WriteError(self.path, e, removed=self._discard()) from None
             if self._tmp:
                 os.replace(self._tmp, self.path)
+
+    def _discard(self) -> bool:
+        """Close and remove the temp file; whether it is gone (a stream has none to remove)."""
+        try:
+            self._f.close()
+        except OSError:
+            pass  # the file system that failed the write may fail the flush too
+        if self._tmp is None:
+            return False
+        try:
+            os.unlink(self._tmp)
+            return True
+        except OSError:
+            return False
 
 
 @dataclass

@@ -37,7 +37,7 @@ import nncf
 import numpy as np
 import openvino as ov
 
-from pipeline import __version__, convert, paths, runtime, zoo
+from pipeline import __version__, convert, modelcache, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics, sensitivity
 from pipeline.optimize.calib import Calibration, Items
@@ -156,7 +156,8 @@ def _accuracy_control(fp32: ov.Model, items: Items, preset: str, ignore, scorer:
 def _dir_mb(model_id: str, precision: str) -> float | None:
     d = paths.ir_dir(model_id, precision)
     files = [d / f"{model_id}.xml", d / f"{model_id}.bin"]
-    return round(sum(f.stat().st_size for f in files) / 1e6, 3) if all(f.exists() for f in files) else None
+    with modelcache.reading(files[0]):  # not while another process replaces the folder
+        return round(sum(f.stat().st_size for f in files) / 1e6, 3) if all(f.exists() for f in files) else None
 
 
 def _source_stamp(src: Path) -> str:
@@ -287,7 +288,8 @@ def _up_to_date(spec: zoo.ModelSpec, provenance: dict, out: Path | None, log) ->
 
 def _calibration(spec: zoo.ModelSpec, fp32_xml: Path, cal: Calibration, opts: QuantizeOptions, log) -> _Job:
     """The FP32 model, its calibration and held-out items, and the scorer against FP32."""
-    fp32 = _eval_core().read_model(str(fp32_xml))
+    with modelcache.reading(fp32_xml):
+        fp32 = _eval_core().read_model(str(fp32_xml))
     items = cal.items(spec)
     scorer, checker = Scorer(spec, fp32, items, opts.budget), Scorer(spec, fp32, items.checking(), opts.budget)
     # frames and items differ: a frame gives an item per face crop (and a jittered copy), per eye pair, or none

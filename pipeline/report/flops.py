@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
+from pipeline import modelcache
+
 DEFINITION = (
     "FLOPs = 2 x MACs for Convolution/GroupConvolution/MatMul, plus 1 FLOP per output element of every other "
     "op computing on activations (bias, activations, pooling, softmax, detection output); data movement, "
@@ -270,7 +272,8 @@ def _read_cached(path: str, mtime: float) -> ov.Model:
 
 
 def _read(path: str) -> ov.Model:
-    return _read_cached(path, Path(path).stat().st_mtime)
+    with modelcache.reading(Path(path)):  # another process may be replacing a cached IR's folder
+        return _read_cached(path, Path(path).stat().st_mtime)
 
 
 @lru_cache(maxsize=64)
