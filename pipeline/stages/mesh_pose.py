@@ -80,7 +80,7 @@ def pnp_pose(model: np.ndarray, image_pts: np.ndarray, k: np.ndarray) -> tuple[n
 def line_of_sight(point: np.ndarray) -> np.ndarray:
     """The smallest rotation taking the optical axis (0, 0, 1) onto the ray toward `point`."""
     d = point / np.linalg.norm(point)
-    axis = np.cross([0.0, 0.0, 1.0], d)
+    axis = np.array([-d[1], d[0], 0.0])  # (0, 0, 1) x d, written out: np.cross cost 0.05 ms a frame
     sin = np.linalg.norm(axis)
     if sin < 1e-12:
         return np.eye(3)
