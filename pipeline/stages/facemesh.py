@@ -57,7 +57,7 @@ def warp(frame: np.ndarray, crop_to_frame: np.ndarray, size: int) -> np.ndarray:
     a, t = crop_to_frame[:, :2], crop_to_frame[:, 2]
     m = np.hstack([a, (t + a @ [0.5, 0.5] - 0.5)[:, None]])
     inside, (x0, y0, x1, y1) = _sampled(m, size, frame.shape)
-    np.ascontiguousarray(frame[y0:y1, x0:x1])  # see above: reads the region into the caches in order
+    frame[y0:y1, x0:x1].copy()  # see above: reads the region into the caches in order
     return cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                           borderMode=cv2.BORDER_CONSTANT if inside else cv2.BORDER_REPLICATE)
 
