@@ -17,9 +17,23 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 
-def _switches() -> tuple[int, int]:
-    use = resource.getrusage(resource.RUSAGE_SELF)
+def switches(who: int = resource.RUSAGE_SELF) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches so far, of the process (or RUSAGE_THREAD: this thread)."""
+    use = resource.getrusage(who)
     return use.ru_nvcsw, use.ru_nivcsw
+
+
+def camera(frames: Iterable, fps: float, fed: list[float] | None = None) -> Iterator:
+    """`frames` at a camera's pace: the first one frame interval after the call, as every later
+    one; the time each was given is appended to `fed`."""
+    start = time.perf_counter() + 1.0 / fps
+    for i, frame in enumerate(frames):
+        delay = start + i / fps - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        if fed is not None:
+            fed.append(time.perf_counter())
+        yield frame
 
 
 class Clock:
@@ -32,10 +46,10 @@ class Clock:
 
     def time(self, run: Callable[[], int]) -> int:
         """Run one block; `run` returns how many frames it did."""
-        (vol, invol), wall, cpu = _switches(), time.perf_counter(), time.process_time()
+        (vol, invol), wall, cpu = switches(), time.perf_counter(), time.process_time()
         n = run()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        vol2, invol2 = _switches()
+        vol2, invol2 = switches()
         self.add({"seconds": wall, "cpu_seconds": cpu, "frames": n, "voluntary": vol2 - vol, "involuntary": invol2 - invol})
         return n
 
@@ -61,22 +75,12 @@ def paced_block(run: Callable[[Iterable], Iterator], frames: list, fps: float = 
     another contender's starts as idle as the rest. An async pipeline that holds frame t until t+1
     arrives has a frame interval more latency here, as it would with a real camera."""
     fed: list[float] = []
-
-    def camera():
-        start = time.perf_counter() + 1.0 / fps
-        for i, frame in enumerate(frames):
-            delay = start + i / fps - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            fed.append(time.perf_counter())
-            yield frame
-
     latency = []
-    (vol, invol), wall, cpu = _switches(), time.perf_counter(), time.process_time()
-    for i, _ in enumerate(run(camera())):
+    (vol, invol), wall, cpu = switches(), time.perf_counter(), time.process_time()
+    for i, _ in enumerate(run(camera(frames, fps, fed))):
         latency.append((time.perf_counter() - fed[i]) * 1e3)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    vol2, invol2 = _switches()
+    vol2, invol2 = switches()
     return {"cpu_seconds": cpu, "seconds": wall, "latency_ms": latency, "frames": len(latency),
             "voluntary": vol2 - vol, "involuntary": invol2 - invol}
 

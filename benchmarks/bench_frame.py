@@ -33,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from _common import default_pipeline, load_average, machine, markdown_table, stages_of, write_results  # noqa: E402
+from _cost import camera, switches  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
@@ -76,25 +77,15 @@ def instrument(pipe: Pipeline, parts: Parts) -> dict:
     return models
 
 
-def _switches() -> tuple[int, int]:
-    use = resource.getrusage(resource.RUSAGE_THREAD)
-    return use.ru_nvcsw, use.ru_nivcsw
-
-
 def run_frames(pipe: Pipeline, frames: list, parts: Parts, fps: float | None, totals: dict) -> None:
     """Each frame through pipe.step (paced: one every 1/fps s), adding its thread CPU and switches to totals."""
-    start = time.perf_counter()
-    for i, frame in enumerate(frames):
-        if fps:
-            delay = start + (i + 1) / fps - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-        (vol, invol), t = _switches(), time.thread_time()
+    for frame in camera(frames, fps) if fps else frames:
+        (vol, invol), t = switches(resource.RUSAGE_THREAD), time.thread_time()
         parts.on = True
         pipe.step(frame)
         parts.on = False
         cpu = (time.thread_time() - t) * 1e3
-        vol2, invol2 = _switches()
+        vol2, invol2 = switches(resource.RUSAGE_THREAD)
         totals["cpu"].append(cpu)
         totals["voluntary"] += vol2 - vol
         totals["involuntary"] += invol2 - invol
