@@ -35,9 +35,9 @@ from pipeline.sources import Frame, open_source, prefetch  # noqa: E402
 _EYE = dict(eye_state="open-closed-eye-0001@FP16")
 _SYNC = dict(async_mode=False)
 CONFIGS = {
-    # the default set (what `edgegaze run` builds with no flags: async), sync, and with the iris model
-    # too, as a calibration that reads it
-    "default async": dict(default_pipeline()),
+    # the default set (what `edgegaze run` builds with no flags: sync), `run --async`, and with the
+    # iris model too, as a calibration that reads it
+    "default async": dict(default_pipeline(), async_mode=True),
     "default sync": dict(default_pipeline(), **_SYNC),
     "default+iris sync": dict(default_pipeline(), params=["dual-gaze.iris=true"], **_SYNC),
     "mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", **_SYNC),

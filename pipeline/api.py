@@ -15,7 +15,7 @@ import numpy as np
 
 from pipeline.control.calibration import Calibration, needs, use_signals
 from pipeline.control.calibration import face_angles as calibration_features
-from pipeline.control.mapping import face_angles
+from pipeline.control import mapping
 from pipeline.profile import PipelineOptions, with_profile
 from pipeline.profile import load as load_profile
 from pipeline.results import FaceResult
@@ -79,10 +79,7 @@ def gaze_point(calibration: Calibration, face: FaceResult) -> np.ndarray | None:
     """The screen point (x, y in px) a calibrated user looks at, from one face of a FrameResult of
     the same pipeline (build_pipeline(calibration=...) computes the gaze signal it reads); None
     when the face has no gaze or head pose, or not that signal."""
-    features = face_angles(face)
-    if features is None or not np.isfinite(features[calibration.model.columns()]).all():
-        return None
-    return calibration.model.predict(features[None])[0]
+    return mapping.gaze_point(calibration.model, face)
 
 
 def search(videos: str | Iterable[str], out: str | Path, *, budget_cpu_ms: float | None = None,

@@ -77,10 +77,7 @@ def save_ir(model: ov.Model, model_id: str, precision: str, provenance: dict) ->
     final = paths.ir_dir(model_id, precision)
     for key, value in provenance.items():
         model.set_rt_info(str(value), ["edgegaze", key])
-    try:
-        tmp = modelcache.new_temp_dir(model_id, precision)
-    except OSError as e:
-        raise EdgegazeError(f"cannot write IR to {final.parent} ({e.strerror}); set EDGEGAZE_HOME to a writable folder") from None
+    tmp = modelcache.new_temp_dir(model_id, precision)
     try:
         ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=(precision == "FP16"))
         provenance = {**provenance, "ir_sha256": modelcache.ir_hashes(tmp / f"{model_id}.xml")}

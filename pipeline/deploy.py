@@ -193,8 +193,7 @@ def readme(manifest: dict, profile: dict, target: Path) -> str:
 
 def _place(work: Path, target: Path, archive: bool) -> None:
     """The finished bundle to `target`: a folder replacing an older bundle whole, or one .tar.gz."""
-    mode = paths.file_mode()
-    os.chmod(work, mode | (mode & 0o444) >> 2)  # mkdtemp's 0700 -> a folder as readable as a new file
+    os.chmod(work, paths.dir_mode())  # mkdtemp's 0700 -> a folder as readable as a new one
     if archive:
         def write_tar(tmp: str) -> None:
             with tarfile.open(tmp, "w:gz") as tar:

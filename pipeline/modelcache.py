@@ -90,12 +90,16 @@ def building(model_id: str, precision: str):
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise EdgegazeError(f"cannot write IR to {folder.parent} ({e.strerror}); set EDGEGAZE_HOME to a writable folder") from None
+        raise _unwritable(folder.parent, e) from None
     with _locked(folder.parent / f".{precision}.build.lock"):
         yield
 
 
 # -- writing an IR folder ----------------------------------------------------------------------
+
+def _unwritable(folder: Path, error: OSError) -> EdgegazeError:
+    return EdgegazeError(f"cannot write IR to {folder} ({error.strerror}); set EDGEGAZE_HOME to a writable folder")
+
 
 def _temp_root() -> Path:
     return paths.home() / "ir" / ".tmp"
@@ -105,9 +109,12 @@ def new_temp_dir(model_id: str, precision: str) -> Path:
     """An empty folder to write an IR in, on the cache's file system (so install is a rename), with
     the usual folder mode; leftovers of this model's killed writers are removed first."""
     root = _temp_root()
-    root.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(model_id, precision)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{model_id}@{precision}~{socket.gethostname()}~{os.getpid()}~", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(model_id, precision)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{model_id}@{precision}~{socket.gethostname()}~{os.getpid()}~", dir=root))
+    except OSError as e:
+        raise _unwritable(root.parent, e) from None
     os.chmod(tmp, paths.dir_mode())
     return tmp
 

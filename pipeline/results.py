@@ -67,12 +67,16 @@ class Gaze:
     eye_angles: np.ndarray | None = None  # (2, 2) [right, left] eye x (yaw, pitch) degrees, where a stage reads each eye
 
     @staticmethod
-    def from_vector(v: np.ndarray, signal: str = "", **kw) -> "Gaze":
-        """The gaze along v; `signal` names it in `signals`."""
+    def angles(v: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """(unit vector, yaw, pitch in degrees) of a gaze along v."""
         v = np.asarray(v, dtype=np.float64)
         v = v / (np.linalg.norm(v) + 1e-12)
-        yaw = float(np.degrees(np.arctan2(v[0], v[2])))
-        pitch = float(np.degrees(np.arcsin(np.clip(v[1], -1.0, 1.0))))
+        return v, float(np.degrees(np.arctan2(v[0], v[2]))), float(np.degrees(np.arcsin(np.clip(v[1], -1.0, 1.0))))
+
+    @staticmethod
+    def from_vector(v: np.ndarray, signal: str = "", **kw) -> "Gaze":
+        """The gaze along v; `signal` names it in `signals`."""
+        v, yaw, pitch = Gaze.angles(v)
         gaze = Gaze(vector=v, yaw=yaw, pitch=pitch, **kw)
         if signal:
             gaze.signals[signal] = (yaw, pitch)

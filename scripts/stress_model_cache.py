@@ -38,7 +38,9 @@ def run_at_once(home: Path, code: Path, n: int, frames: int = 3) -> list[subproc
     cmd = [sys.executable, "-m", "pipeline", "run", "--input", str(VIDEO), "--max-frames", str(frames)]
     procs = [subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(n)]
-    return [subprocess.CompletedProcess(cmd, p.wait(), *p.communicate()) for p in procs]
+    # communicate, not wait first: a child that fills its pipe would block for good
+    outputs = [p.communicate() for p in procs]
+    return [subprocess.CompletedProcess(cmd, p.returncode, *o) for p, o in zip(procs, outputs)]
 
 
 def damage(home: Path, code: Path) -> None:

@@ -40,7 +40,9 @@ def run_at_once(home: Path, model_set: str, n: int = PROCESSES) -> list[subproce
     cmd = [sys.executable, "-m", "pipeline", "run", "--input", str(shared_path(VIDEO)), "--max-frames", "2",
            "--models", model_set]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    return [subprocess.CompletedProcess(cmd, p.wait(timeout=600), *p.communicate()) for p in procs]
+    # communicate, not wait first: a child that fills its pipe would block for good
+    outputs = [p.communicate(timeout=600) for p in procs]
+    return [subprocess.CompletedProcess(cmd, p.returncode, *o) for p, o in zip(procs, outputs)]
 
 
 def assert_all_ran(procs) -> None:

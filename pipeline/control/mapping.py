@@ -69,6 +69,15 @@ def face_angles(face: FaceResult) -> np.ndarray | None:
                      face.head_pose.yaw, face.head_pose.pitch])
 
 
+def gaze_point(model, face: FaceResult) -> np.ndarray | None:
+    """The screen point a calibrated gaze model (regression) gives for one face; None without the
+    features it reads (e.g. the iris signal of a calibration that reads it, on a frame without it)."""
+    angles = face_angles(face)
+    if angles is None or not np.isfinite(angles[model.columns()]).all():
+        return None
+    return model.predict(angles[None])[0]
+
+
 class Neutral:
     """The resting pose: median of the first `frames` valid samples (re-taken after a reset)."""
 
@@ -125,11 +134,10 @@ class Mapper:
         c = self.config
         sens = np.asarray(c.sensitivity, dtype=np.float64)
         if self.mode == "gaze":
-            angles = face_angles(face)
-            if angles is None or not np.isfinite(angles[self.gaze_model.columns()]).all():
-                return None  # e.g. the iris signal of a calibration that reads it, on a frame without it
+            point = gaze_point(self.gaze_model, face)
+            if point is None:
+                return None
             # no mirror flip: a calibration made on the same (mirrored or not) input absorbs it
-            point = self.gaze_model.predict(angles[None])[0]
             return self.screen.centre + sens * (point - self.screen.centre)
 
         if self.mode == "head":

@@ -66,7 +66,7 @@ def missing_int8(stages: dict) -> list[str]:
 def candidate(stages: dict, precision: dict | str, **runtime) -> dict:
     """One configuration: stages as ID@PRECISION, runtime settings, and a readable name."""
     prec = precision if isinstance(precision, dict) else {k: precision for k in stages}
-    spec = {k: (v if available(v) == [""] else f"{v}@{prec[k]}") for k, v in stages.items()}  # no model: its id
+    spec = {k: (v if v == "none" or not models_of(v) else f"{v}@{prec[k]}") for k, v in stages.items()}  # no model: its id
     rt = {**DEFAULT_RUNTIME, **runtime}
     parts = [spec[k].replace("face-detection-", "fd-") for k in ("face", "landmarks", "head_pose", "gaze", "eye_state")
              if spec.get(k, "none") != "none"]

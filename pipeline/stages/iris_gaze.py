@@ -124,9 +124,8 @@ class IrisGaze(FaceStage):
             gxy /= max(1.0, float(np.linalg.norm(gxy)))
             # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.
             eyes.append(np.array([gxy[0], -gxy[1], np.sqrt(max(0.0, 1.0 - gxy @ gxy))]))
-        per_eye = [Gaze.from_vector(e) for e in eyes]
         return Gaze.from_vector(eyes[0] + eyes[1], "iris", right_iris=irises[0], left_iris=irises[1],
-                                eye_contours=np.stack(lids), eye_angles=np.array([[e.yaw, e.pitch] for e in per_eye]))
+                                eye_contours=np.stack(lids), eye_angles=np.array([Gaze.angles(e)[1:] for e in eyes]))
 
     # -- optimizer hooks: raw outputs, batched, in the model's order (contour first) ----------
     @classmethod
