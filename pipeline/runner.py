@@ -94,12 +94,6 @@ def _flag(kind: str) -> str:
     return "--" + kind.replace("_", "-")
 
 
-def _offer(kind: str) -> list[str]:
-    """The stage ids that can fill `kind`: zoo models of that stage, then the stages pipeline.stages declares."""
-    return [i for i, spec in zoo.models().items() if spec.stage == kind] + \
-        [i for i in (*stages.MODEL_FREE, *stages.ON_MODEL) if stages.stage_class(i).kind == kind]
-
-
 def check_requires(chosen: dict[str, str], classes: dict | None = None) -> None:
     """Every stage id does the kind of stage it was chosen for, and every stage's `requires` (stage
     kind -> implementation or any) is met by `chosen` (kind -> id). `classes` (kind -> stage class):
@@ -110,7 +104,7 @@ def check_requires(chosen: dict[str, str], classes: dict | None = None) -> None:
     for kind, impl in chosen.items():
         if classes[kind].kind != kind:  # ran until the first frame, then crashed the interpreter
             raise EdgegazeError(f"{_flag(kind)} {impl}: {impl} is a {classes[kind].kind.replace('_', '-')} "
-                                f"stage; {_flag(kind)} takes {' or '.join(_offer(kind))}")
+                                f"stage; {_flag(kind)} takes {' or '.join(stages.of_kind(kind))}")
     for kind, impl in chosen.items():
         for need, want in classes[kind].requires.items():
             if chosen.get(need) and want in (None, chosen[need]):
@@ -118,7 +112,7 @@ def check_requires(chosen: dict[str, str], classes: dict | None = None) -> None:
             if want:
                 raise EdgegazeError(f"{_flag(kind)} {impl} needs {_flag(need)} {want}")
             raise EdgegazeError(f"{_flag(kind)} {impl} needs a {need.replace('_', '-')} stage; add "
-                                f"{_flag(need)} {' or '.join(_offer(need))}")
+                                f"{_flag(need)} {' or '.join(stages.of_kind(need))}")
     if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
         raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
 

@@ -301,9 +301,7 @@ def choose_signal(targets: np.ndarray, samples: dict[int, list], screen: ScreenG
         raise EdgegazeError("calibration failed: no gaze signal in every sample (the gaze stage computed none)")
     validations = {s: leave_one_target_out(targets, samples, screen, method, s) for s in names}
     unit = "error_deg" if screen.geometry() else "error_px"  # the figure the calibration reports
-    errors = {s: np.array([t[unit] for t in v["targets"]]) for s, v in validations.items()}
-    weights = [t["samples"] for t in next(iter(validations.values()))["targets"]]
-    return regression.pick_signal(errors, weights), validations
+    return regression.pick_from_targets({s: v["targets"] for s, v in validations.items()}, unit), validations
 
 
 def fit(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry, user: str = "",

@@ -416,6 +416,13 @@ def pick_signal(errors: dict[str, np.ndarray], weights=None) -> str:
     return best if scores[best] <= _band(scores, {s: np.asarray(e) for s, e in errors.items()}) else "both"
 
 
+def pick_from_targets(per_target: dict[str, list[dict]], key: str) -> str:
+    """pick_signal on each signal's per-target validation records (each a dict with the error under
+    `key` and its `samples`, the same targets for every signal), weighted by each target's samples."""
+    errors = {s: np.array([t[key] for t in ts]) for s, ts in per_target.items()}
+    return pick_signal(errors, [t["samples"] for t in next(iter(per_target.values()))])
+
+
 def choose(feats, points, bounds=None, leak=None, groups=None, leave_out: bool = True,
            signal: str | None = None) -> tuple[GazeModel, dict]:
     """Fit the model these targets support best on one gaze signal (module docstring; default: the

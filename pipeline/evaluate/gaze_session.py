@@ -147,8 +147,7 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
     rows = {s: errors(targets, leave_one_target_out(targets, samples, lambda: calibration.regressor(method, bounds, s)),
                       session.screen, distance)  # each signal alone, as the calibration validates it
             for s in regression.compared(x, len(samples))}
-    signal = regression.pick_signal({s: np.array([t["error_deg"] for t in r["per_target"]]) for s, r in rows.items()},
-                                    [t["samples"] for t in next(iter(rows.values()))["per_target"]])
+    signal = regression.pick_from_targets({s: r["per_target"] for s, r in rows.items()}, "error_deg")
     row = rows[signal]
     row.update(targets=len(targets), targets_used=len(samples), distance_mm=distance, distance_source=source,
                frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames),

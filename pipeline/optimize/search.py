@@ -26,7 +26,7 @@ from pipeline import modelcache, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
 from pipeline.runner import DEFAULT_SET, DEFAULT_THREADS, check_requires
-from pipeline.stages import implementations as stage_ids, models_of, stage_class
+from pipeline.stages import models_of, of_kind
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
@@ -107,11 +107,6 @@ def hand_picked() -> list[dict]:
     return out
 
 
-def implementations(kind: str) -> list[str]:
-    """Every stage id that can fill a stage kind: the zoo's models of that stage, then model-free stages (mesh)."""
-    return [i for i in stage_ids() if stage_class(i).kind == kind]
-
-
 def _fits(chosen: dict) -> bool:
     """The stages' `requires` are met (as when a pipeline is built), e.g. mesh head pose needs FaceMesh."""
     try:
@@ -127,8 +122,8 @@ def mixes(full: bool) -> list[dict]:
     implementations of those kinds. Only mixes whose stages' requirements are met."""
     chain = ("landmarks", "head_pose", "gaze")
     if full:
-        faces = implementations("face")
-        chains = list(itertools.product(*map(implementations, chain)))
+        faces = of_kind("face")
+        chains = list(itertools.product(*map(of_kind, chain)))
     else:
         faces = [s["face"] for s in zoo.sets().values()]
         chains = [tuple(s.get(kind) or "none" for kind in chain) for s in zoo.sets().values()]
@@ -146,7 +141,7 @@ def space(kind: str = "small") -> list[dict]:
     full = kind == "full"
     out = [reference()] + hand_picked()
     for mix in mixes(full):
-        with_eyes = [{**mix, "eye_state": e} for e in implementations("eye_state")] if full else []
+        with_eyes = [{**mix, "eye_state": e} for e in of_kind("eye_state")] if full else []
         for st in [mix] + [m for m in with_eyes if _fits(m)]:
             for tag in ("FP32", "FP16", "INT8"):
                 prec = _uniform(st, tag)

@@ -30,6 +30,13 @@ def implementations() -> dict[str, str]:
             **{i: cls for i, (cls, _) in ON_MODEL.items()}}
 
 
+def of_kind(kind: str) -> list[str]:
+    """The stage ids that can fill stage kind `kind`: zoo models of that stage, then the stages
+    declared here of that kind."""
+    return [i for i, spec in zoo.models().items() if spec.stage == kind] + \
+        [i for i in (*MODEL_FREE, *ON_MODEL) if stage_class(i).kind == kind]
+
+
 def model_of(impl: str) -> str | None:
     """The zoo model whose IR a stage id runs (None for a model-free stage)."""
     if impl in MODEL_FREE:
