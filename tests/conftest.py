@@ -122,3 +122,38 @@ def zoo_ready():
         for precision in spec.precisions:
             convert.convert(spec, precision, log=lambda *_: None)
     return True
+
+
+@pytest.fixture(scope="module")
+def ray_session(zoo_ready):
+    """One local Ray for the module (starting one takes 5-10 s)."""
+    need("ray")
+    import ray
+
+    from pipeline import cluster
+
+    cluster.init(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+def reference_profile(path):
+    """A profile of the search's reference candidate (the default set at FP32) written to `path`."""
+    from pipeline import profile as profiles
+    from pipeline.optimize import search
+
+    return profiles.write(path, profiles.make(search.reference(), {"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
+
+
+def clip(src: Path, dest: Path, frames: int) -> Path:
+    """The first frames of a shared video, re-encoded (a short input of the same kind)."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(src))
+    ok, image = cap.read()
+    out = cv2.VideoWriter(str(dest), cv2.VideoWriter_fourcc(*"mp4v"), 30, image.shape[1::-1])
+    for _ in range(frames):
+        out.write(image)
+        ok, image = cap.read()
+    out.release()
+    return dest

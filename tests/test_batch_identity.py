@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import jsonl_frames, shared_path
+from conftest import clip, jsonl_frames, reference_profile, shared_path
 from pipeline import batch
 from pipeline import profile as profiles
 from pipeline.cli import main
 from pipeline.errors import EdgegazeError
-from test_disk_full import clip
-from test_search_batch import _reference_profile, ray_session  # noqa: F401  (a fixture)
 
 VIDEO, OTHER = "video/webcam_640x480.mp4", "video/stock_single_face_720p.mp4"
 
@@ -56,8 +54,8 @@ def test_plan_names_and_skips_by_the_recorded_source(days, tmp_path):
         batch.plan([v1], out, records)
 
 
-def test_same_name_other_folder_other_profile_and_force(ray_session, days, tmp_path, capsys):  # noqa: F811
-    prof, out = _reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
+def test_same_name_other_folder_other_profile_and_force(ray_session, days, tmp_path, capsys):
+    prof, out = reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
     args = ["--profile", str(prof), "--out", str(out), "--workers", "2"]
     assert main(["batch", "--input", str(days / "day1"), *args]) == 0
     assert main(["batch", "--input", str(days / "day2"), *args]) == 0

@@ -12,10 +12,8 @@ import subprocess
 import sys
 
 
-from conftest import ROOT, jsonl_frames, need, shared_path, unavailable
+from conftest import ROOT, clip, jsonl_frames, need, reference_profile, shared_path, unavailable
 from pipeline.cli import main
-from test_disk_full import clip
-from test_search_batch import _reference_profile
 
 VIDEOS = ["video/webcam_640x480.mp4", "video/stock_single_face_720p.mp4", "video/webcam_1280x720.mp4",
           "video/udacity_demo_1080p.mp4"]
@@ -41,7 +39,7 @@ def test_two_nodes_one_killed_mid_batch(zoo_ready, tmp_path):
     videos.mkdir()
     for i, rel in enumerate(VIDEOS * 2):  # 8 videos of 30 frames: both nodes busy for a while
         clip(shared_path(rel), videos / f"v{i}_{shared_path(rel).stem}.mp4", 30)
-    prof, out = _reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
+    prof, out = reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
     proc = subprocess.run([*netns, sys.executable, str(ROOT / "tests" / "two_node_cluster.py"), str(videos), str(prof),
                            str(out)], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]

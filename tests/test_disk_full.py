@@ -15,10 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import pytest
 
-from conftest import ROOT, need, shared_path
+from conftest import ROOT, clip, need, reference_profile, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 
@@ -147,27 +146,14 @@ def test_convert_on_a_full_disk(zoo_ready, full_disk, tmp_path, monkeypatch):
     assert not (home / "ir" / spec.id / "FP32").exists() and not list((home / "ir" / ".tmp").iterdir())
 
 
-def clip(src: Path, dest: Path, frames: int) -> Path:
-    """The first frames of a shared video, re-encoded (a short input of the same kind)."""
-    cap = cv2.VideoCapture(str(src))
-    ok, image = cap.read()
-    out = cv2.VideoWriter(str(dest), cv2.VideoWriter_fourcc(*"mp4v"), 30, image.shape[1::-1])
-    for _ in range(frames):
-        out.write(image)
-        ok, image = cap.read()
-    out.release()
-    return dest
-
-
 def test_batch_on_a_full_disk_fails_that_video_and_goes_on(zoo_ready, full_disk, tmp_path):
-    from test_search_batch import _reference_profile
 
     need("ray")
     videos = tmp_path / "videos"
     videos.mkdir()
     clip(shared_path(VIDEO), videos / "a_long.mp4", 60)  # sorted first: fills the disk and fails
     clip(shared_path(VIDEO), videos / "b_short.mp4", 3)  # then fits in the space the failed one freed
-    prof = _reference_profile(tmp_path / "profile.toml")
+    prof = reference_profile(tmp_path / "profile.toml")
     proc = cli("batch", "--input", videos, "--profile", prof, "--out", full_disk, "--workers", "1", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     summary = json.loads((full_disk / "summary.json").read_text())

@@ -8,16 +8,15 @@ import time
 
 import pytest
 
-from conftest import shared_path
+from conftest import reference_profile, shared_path
 from pipeline.cli import main
-from test_search_batch import _reference_profile
 
 VIDEO = "video/webcam_640x480.mp4"
 
 
 @pytest.fixture
 def wrong_kind(tmp_path):
-    path = _reference_profile(tmp_path / "wrong.toml")
+    path = reference_profile(tmp_path / "wrong.toml")
     path.write_text(path.read_text().replace('face = "face-detection-short-range@FP32"',
                                              'face = "gaze-estimation-adas-0002@FP32"'))
     return path

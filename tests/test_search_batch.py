@@ -7,28 +7,13 @@ import json
 import os
 import sys
 
-import pytest
-
 from pipeline import profile as profiles, stages
 from pipeline.cli import main
 from pipeline.optimize import search
-from conftest import jsonl_frames, need, shared_path
+from conftest import jsonl_frames, need, reference_profile, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"
-
-
-@pytest.fixture(scope="module")
-def ray_session(zoo_ready):
-    """One local Ray for the module (starting one takes 5-10 s)."""
-    need("ray")
-    import ray
-
-    from pipeline import cluster
-
-    cluster.init(num_cpus=2)
-    yield ray
-    ray.shutdown()
 
 
 def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
@@ -62,11 +47,6 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     assert all(f["faces"][0]["gaze"] is not None for f in frames if f["faces"])
 
 
-def _reference_profile(path):
-    c = search.reference()
-    return profiles.write(path, profiles.make(c, {"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
-
-
 def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path, monkeypatch):
     """The space was spelled out as zoo ids in search.py; it comes from the zoo's sets and stage kinds."""
     from pipeline import paths
@@ -92,7 +72,7 @@ def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path,
 
 
 def test_profile_from_another_cpu_warns_one_line(tmp_path, capsys):
-    path = _reference_profile(tmp_path / "p.toml")
+    path = reference_profile(tmp_path / "p.toml")
     text = path.read_text()
     path.write_text(text.replace(f'cpu = "{profiles.cpu_model()}"', 'cpu = "Some Other CPU 9000"'))
     profiles.load(path)
@@ -108,7 +88,7 @@ def test_batch_equals_run_reports_failures_and_skips_finished(ray_session, tmp_p
     for rel in (VIDEO, OTHER):
         os.symlink(shared_path(rel), videos / shared_path(rel).name)
     (videos / "corrupt.mp4").write_bytes(shared_path(VIDEO).read_bytes()[:4000])  # a truncated file
-    prof, out = _reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
+    prof, out = reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
     args = ["batch", "--input", str(videos), "--profile", str(prof), "--out", str(out), "--workers", "2",
             "--max-frames", "6"]
     assert main(args) == 1  # one video failed
@@ -161,7 +141,7 @@ def test_bad_options_and_missing_ray_are_one_line_errors(tmp_path, capsys, monke
                  "--out", str(tmp_path)]) == 2
     assert main(["optimize", "pipeline", "--input", video, "--out", str(tmp_path)]) == 2  # no budget
     (tmp_path / "empty").mkdir()
-    prof = _reference_profile(tmp_path / "p.toml")
+    prof = reference_profile(tmp_path / "p.toml")
     assert main(["batch", "--input", str(tmp_path / "empty"), "--profile", str(prof), "--out", str(tmp_path / "o")]) == 2
     capsys.readouterr()
     assert main(["batch", "--input", video, "--profile", str(prof), "--out", str(tmp_path / "o"),
@@ -177,7 +157,7 @@ def test_bad_options_and_missing_ray_are_one_line_errors(tmp_path, capsys, monke
 
 def test_mouse_and_report_take_a_profile(zoo_ready, tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
-    prof, video, record = _reference_profile(tmp_path / "p.toml"), str(shared_path(VIDEO)), tmp_path / "m.csv"
+    prof, video, record = reference_profile(tmp_path / "p.toml"), str(shared_path(VIDEO)), tmp_path / "m.csv"
     assert main(["mouse", "--input", video, "--dry-run", "--max-frames", "5", "--profile", str(prof),
                  "--screen-size", "1920x1080", "--pause-key", "", "--record", str(record)]) == 0
     assert len(record.read_text().strip().splitlines()) >= 5  # header + a row per frame
@@ -202,7 +182,7 @@ def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
     videos.mkdir()
     for rel in ("video/udacity_demo_1080p.mp4", "video/webcam_1280x720.mp4"):  # long enough to be in hand
         os.symlink(shared_path(rel), videos / shared_path(rel).name)
-    prof, out = _reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
+    prof, out = reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
     p = subprocess.Popen([sys.executable, "-m", "pipeline", "batch", "--input", str(videos), "--profile", str(prof),
                           "--out", str(out), "--workers", "2"], env={**os.environ, "PYTHONPATH": str(ROOT)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
