@@ -35,6 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from calibration_features import robust_sd, smooth  # noqa: E402  (this folder is on sys.path as a script)
 
 VIDEOS = ("webcam_640x480.mp4", "webcam_1280x720.mp4", "udacity_demo_1080p.mp4", "stock_single_face_720p.mp4")
 COLUMNS = ("network_yaw", "network_pitch", "iris_yaw", "iris_pitch", "head_yaw", "head_pitch", "openness",
@@ -80,29 +81,23 @@ def extract(path: Path) -> dict:
     return out
 
 
-def smooth(x: np.ndarray, k: int = 9) -> np.ndarray:
-    """Running median over k frames, per column (the trace without its frame-to-frame noise)."""
-    pad = np.pad(x, ((k // 2, k // 2), (0, 0)), mode="edge")
-    return np.median(np.stack([pad[i:i + len(x)] for i in range(k)]), 0)
-
-
-def robust_sd(r: np.ndarray) -> np.ndarray:
-    return 1.4826 * np.median(np.abs(r - np.median(r, 0)), 0)
-
-
 def person(d: dict, k: int) -> np.ndarray:
     """One video's frames with a face and both signals."""
     x = d["x"][d["video"] == k]
     return x[np.isfinite(x[:, :6]).all(1)]
 
 
+def _terms(s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The response's design (centred network yaw, pitch, their product, head yaw, pitch) and the
+    iris stage's centred yaw and pitch, from the first six columns."""
+    ny, npi, iy, ip, hy, hp = (s - s.mean(0)).T
+    return np.column_stack([ny, npi, ny * npi, hy, hp]), iy, ip
+
+
 def response(x: np.ndarray) -> dict:
     """The iris stage's angles against the network's and the head's (module docstring), fitted on
     one person's smoothed traces; coefficients of centred terms, and the share they explain (R^2)."""
-    s = smooth(x[:, :6])
-    s -= s.mean(0)
-    ny, npi, iy, ip, hy, hp = s.T
-    terms = np.column_stack([ny, npi, ny * npi, hy, hp])
+    terms, iy, ip = _terms(smooth(x[:, :6]))
     out = {}
     for name, target in (("yaw", iy), ("pitch", ip)):
         coef = np.linalg.lstsq(terms, target, rcond=None)[0]
@@ -116,9 +111,7 @@ def disagreement(x: np.ndarray, window: int = 30) -> np.ndarray:
     does not explain, averaged over `window` frames (a fixation's second): the two signals' slowly
     varying disagreement, in the iris stage's degrees. One signal or both carry it as a bias within
     a look; with no truth, the traces cannot say which."""
-    s = x[:, :6] - x[:, :6].mean(0)
-    ny, npi, iy, ip, hy, hp = s.T
-    terms = np.column_stack([ny, npi, ny * npi, hy, hp])
+    terms, iy, ip = _terms(x[:, :6])
     kernel = np.ones(window) / window
     out = []
     for target in (iy, ip):

@@ -157,3 +157,16 @@ def clip(src: Path, dest: Path, frames: int) -> Path:
         ok, image = cap.read()
     out.release()
     return dest
+
+
+def synthetic_calibration(path) -> Path:
+    """A calibration file for plumbing, for a 1920x1080 screen: a gaze model fitted to synthetic
+    samples (head, then the network's angles)."""
+    import numpy as np
+
+    from pipeline.control.calibration import Calibration, GazeModel, ScreenGeometry
+
+    rng = np.random.default_rng(0)
+    x = sample_rows(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))
+    return Calibration(ScreenGeometry(1920, 1080, 530, 300), GazeModel().fit(x, x[:, :2] * 100 + 500),
+                       "someone").save(path)

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 
-import numpy as np
 import pytest
-from conftest import jsonl_frames, mixed_profile, sample_rows, shared_path
+from conftest import jsonl_frames, mixed_profile, shared_path, synthetic_calibration
 
 from pipeline.cli import main
 
@@ -59,20 +58,10 @@ def test_bundle_from_another_cpu_warns_once_and_compiles_its_ir(zoo_ready, tmp_p
     assert jsonl_frames(tmp_path / "b.jsonl") == jsonl_frames(tmp_path / "p.jsonl")
 
 
-def _calibration(path, width=1920, height=1080):
-    """A calibration file for plumbing: a fitted model of synthetic samples (test_mouse does the same)."""
-    from pipeline.control.calibration import Calibration, GazeModel, ScreenGeometry
-
-    rng = np.random.default_rng(0)
-    x = sample_rows(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))  # head, then the network's angles
-    return Calibration(ScreenGeometry(width, height, 530, 300), GazeModel().fit(x, x[:, :2] * 100 + 500),
-                       "someone").save(path)
-
-
 def test_mouse_uses_the_calibration_a_bundle_carries_and_report_its_ir(zoo_ready, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("DISPLAY", raising=False)
     profile, video = mixed_profile(tmp_path / "profile.toml"), str(shared_path(VIDEO))
-    calibration = _calibration(tmp_path / "mine.json")
+    calibration = synthetic_calibration(tmp_path / "mine.json")
     assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b"), "--calibration", str(calibration)]) == 0
     assert (tmp_path / "b" / "calibration.json").read_bytes() == calibration.read_bytes()
     calibration.unlink()  # the bundle's copy is the one read

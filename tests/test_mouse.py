@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import need_tool, sample_rows, shared_path
+from conftest import need_tool, sample_rows, shared_path, synthetic_calibration
 
 # omz: its head pose signs are the ones checked against the video below; EDGEGAZE_MOUSE_MODELS=mediapipe
 # runs the same tests on the default set.
@@ -242,12 +242,7 @@ def test_fail_safe_corner_stops_the_app(pg, zoo_ready):
 
 
 def test_calibration_for_another_screen_is_refused(pg, tmp_path):
-    from pipeline.control.calibration import Calibration, GazeModel, ScreenGeometry
-
-    rng = np.random.default_rng(0)
-    x = sample_rows(rng.normal(size=(50, 2)), rng.normal(size=(50, 2)))
-    model = GazeModel().fit(x, x[:, :2] * 100 + 500)
-    path = Calibration(ScreenGeometry(1920, 1080, 530, 300), model, "someone").save(tmp_path / "c.json")
+    path = synthetic_calibration(tmp_path / "c.json")
     p = _cli(["mouse", "--input", str(shared_path(UDACITY)), "--mode", "gaze", "--calibration", str(path), "--models", MODELS])
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 2
