@@ -187,8 +187,6 @@ def use_signals(pipeline, signals=None) -> None:
     """Have the pipeline's gaze stage compute these signals (default: every one it can, as a
     calibration wants) and no other it can leave out: the default set's stage runs the iris model
     only while asked (stages.dual_gaze). A signal the stage cannot give is an error naming it."""
-    from pipeline.stages.dual_gaze import DualGaze
-
     stage = pipeline.back.get("gaze")
     have = getattr(stage, "signals", ())
     wanted = have if signals is None else tuple(signals)
@@ -197,8 +195,8 @@ def use_signals(pipeline, signals=None) -> None:
         raise EdgegazeError(f"this calibration reads {' and '.join(SIGNAL_WORDS[s] for s in missing)}, which this "
                             f"pipeline's gaze stage ({pipeline.names.get('gaze', 'none')}) does not compute: run the "
                             "model set it was made with (the default set computes both), or --recalibrate")
-    if isinstance(stage, DualGaze):
-        stage.iris = "iris" in wanted
+    if stage is not None:
+        stage.use_signals(wanted)
 
 
 def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry,

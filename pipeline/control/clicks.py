@@ -46,14 +46,12 @@ def lid_openness(face) -> float:
 def closed_eyes_source(pipeline) -> str | None:
     """What tells this pipeline's closed eyes (as EyeClosure reads them), or None: nothing does,
     e.g. the omz set with --eye-state none (5 landmark points, no lids)."""
-    from pipeline.stages.dual_gaze import DualGaze
     from pipeline.stages.facemesh import FaceMesh
-    from pipeline.stages.iris_gaze import IrisGaze
 
     gaze = pipeline.back.get("gaze")
     if "eye_state" in pipeline.back:
         return "the eye-state model"
-    if isinstance(gaze, IrisGaze) or (isinstance(gaze, DualGaze) and gaze.iris):
+    if getattr(gaze, "sees_lids", False):
         return "the iris model's lids"
     if isinstance(pipeline.landmarks, FaceMesh):
         return "FaceMesh's eye points"

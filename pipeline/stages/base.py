@@ -83,6 +83,8 @@ class Stage(ABC):
     crop: ClassVar[str | None] = None
     distill_unit: ClassVar[str] = "% IOD"
     distill_focus: ClassVar[tuple[tuple[int, tuple[int, ...]], ...]] = ()
+    # a gaze stage: whether its results carry the eyelids (Gaze.eye_contours) that tell closed eyes
+    sees_lids: bool = False
 
     def __init__(self, compiled: ov.CompiledModel | None, **params):
         self.compiled = compiled
@@ -95,6 +97,9 @@ class Stage(ABC):
         for key, value in self.settings(params).items():
             setattr(self, key, value)
         self.out = self.bind_outputs(compiled) if compiled is not None else {}
+
+    def use_signals(self, wanted: tuple[str, ...]) -> None:
+        """A gaze stage that can leave a signal out computes only those `wanted` from here on."""
 
     @classmethod
     def settings(cls, params: dict) -> dict:

@@ -39,6 +39,13 @@ class DualGaze(FaceStage):
         super().__init__(None, **params)
         self.part = parts
 
+    def use_signals(self, wanted: tuple[str, ...]) -> None:
+        self.iris = "iris" in wanted
+
+    @property
+    def sees_lids(self) -> bool:  # the iris model's eyelids, while it runs
+        return self.iris
+
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[list, list]:
         """Each running part's (inputs, context); None for the iris model while it is off."""
         pairs = [self.part[r].preprocess(frame, result) if r == "network" or self.iris else (None, None)

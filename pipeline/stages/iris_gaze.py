@@ -57,6 +57,7 @@ class IrisGaze(FaceStage):
     requires = {"landmarks": None}  # a head pose is used when there is one
     outputs = {"contour": ("output_eyes_contours_and_brows",), "iris": ("output_iris",)}  # 71 and 5 x (x, y, z)
     signals = ("iris",)
+    sees_lids = True
     parameters = {
         "eye_scale": Param(float, 2.3, "eye crop side / eye width (MediaPipe: 2.3)", above=0),
         "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners", above=0),
