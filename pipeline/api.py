@@ -15,6 +15,7 @@ import numpy as np
 
 from pipeline.control.calibration import Calibration, needs, use_signals
 from pipeline.control.calibration import face_angles as calibration_features
+from pipeline import zoo
 from pipeline.control import mapping
 from pipeline.profile import PipelineOptions, with_profile
 from pipeline.profile import load as load_profile
@@ -22,7 +23,7 @@ from pipeline.results import FaceResult
 from pipeline.runner import Pipeline
 
 
-def build_pipeline(models: str = "default", precision: str = "FP32", *, profile: str | Path | dict | None = None,
+def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, profile: str | Path | dict | None = None,
                    device: str = "CPU", face: str | None = None, landmarks: str | None = None,
                    head_pose: str | None = None, gaze: str | None = None, eye_state: str | None = None,
                    tracking: bool = True, redetect_every: int = 30, async_mode: bool = False,
@@ -41,8 +42,10 @@ def build_pipeline(models: str = "default", precision: str = "FP32", *, profile:
     ...]. A deployment `profile` (a profile.toml path from `edgegaze optimize pipeline`, or one
     load_profile read) sets every stage and the runtime settings instead.
     Raises EdgegazeError (one line, what to do) for an unknown set, id, precision or parameter."""
-    chosen = PipelineOptions(models, precision, device, face, landmarks, head_pose, gaze, eye_state, tracking,
-                             redetect_every, async_mode, threads, hint, max_faces, params)
+    chosen = PipelineOptions(models=models, precision=precision, device=device, face=face, landmarks=landmarks,
+                             head_pose=head_pose, gaze=gaze, eye_state=eye_state, tracking=tracking,
+                             redetect_every=redetect_every, async_mode=async_mode, threads=threads, hint=hint,
+                             max_faces=max_faces, params=params)
     if profile is not None:
         chosen = with_profile(chosen, profile if isinstance(profile, dict) else load_profile(profile))[0]
     pipe = chosen.build()
@@ -51,7 +54,7 @@ def build_pipeline(models: str = "default", precision: str = "FP32", *, profile:
     return pipe
 
 
-def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Path, *, models: str = "default",
+def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Path, *, models: str = zoo.DEFAULT_SET,
               precision: str = "FP32", method: str = "auto", stages: dict[str, str] | None = None,
               params: list[str] | None = None, out: str | Path | None = None,
               max_error_deg: float | None = None) -> Calibration:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline import bundle
+from pipeline import bundle, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.paths import atomic_write
 
@@ -217,7 +217,7 @@ class PipelineOptions:
     swaps (a zoo id, ID@PRECISION for a stage at its own precision, or "none"), the runtime settings
     and stage parameters. A deployment profile sets the stages and the runtime settings (with_profile)."""
 
-    models: str = "default"
+    models: str = zoo.DEFAULT_SET
     precision: str = "FP32"
     device: str = "CPU"
     face: str | None = None

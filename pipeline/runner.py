@@ -43,9 +43,7 @@ from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
 
 BACK_KINDS = ("head_pose", "gaze", "eye_state")
-# The zoo set a pipeline runs when none is named: `edgegaze run`, the mouse, eval, report, the API
-# and the search's reference (docs/gaze.md says why).
-DEFAULT_SET = "default"
+DEFAULT_SET = zoo.DEFAULT_SET
 # Async mode: a frame the source gave in less than this was waiting (a file, frames in memory, a
 # camera's backlog), so overlapping it with the frame before pays; else it is run through at once.
 WAITING_S = 0.001

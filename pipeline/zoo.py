@@ -34,6 +34,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+# The set a pipeline runs when none is named: `edgegaze run`, the mouse, eval, report, the API and
+# the search's reference (docs/gaze.md says why).
+DEFAULT_SET = "default"
+
 STAGES = ("face", "landmarks", "head_pose", "gaze", "eye_state")
 INFERENCE_PRECISIONS = ("f32", "bf16")
 

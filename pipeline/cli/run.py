@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline import zoo
 from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 
 # `run` is sync unless asked: with the file's decoder running, overlapping frames on a 2-core
@@ -93,7 +94,7 @@ def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
     _add_input_models(p, "webcam index, video file, image or folder of images",
-                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)", models="default")
+                      "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)", models=zoo.DEFAULT_SET)
     p.add_argument("--device", default="CPU", help="OpenVINO device: one that `openvino.Core().available_devices` "
                    "lists (CPU, GPU, NPU), or AUTO")
     add_stage_options(p)

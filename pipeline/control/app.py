@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import zoo
 from pipeline.arguments import stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control import ui
@@ -89,7 +90,7 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
     return cal.ScreenGeometry(s.width, s.height, *(mm or (None, None)), distance_mm=o.distance_mm)
 
 
-def calibrate_recorded(video, targets_csv, screen_json, models="default", precision="FP32",
+def calibrate_recorded(video, targets_csv, screen_json, models=zoo.DEFAULT_SET, precision="FP32",
                        device="CPU", method="auto", min_samples=5, out=None, user=None, params=None, stages=None,
                        max_error_deg=None, log=print):
     """Fit and evaluate (leave-one-target-out) a calibration from a recorded session; `params` are

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from pipeline import zoo
 from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
@@ -17,7 +18,7 @@ from pipeline.errors import EdgegazeError
 class MouseOptions:
     input: str = "0"
     mode: str = "head"
-    models: str = "default"
+    models: str = zoo.DEFAULT_SET
     precision: str = "FP32"
     device: str = "CPU"
     max_frames: int | None = None

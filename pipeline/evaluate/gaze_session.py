@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import zoo
 from pipeline.errors import EdgegazeError
 from pipeline.evaluate import common, datasets, metrics, tables
 
@@ -165,7 +166,7 @@ COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", 
            ("distance_source", "distance from", "")]
 
 
-def evaluate(path, models="default", precisions="FP32", out=None, video=None, steady: bool = True,
+def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=None, steady: bool = True,
              method: str = "auto", overrides: dict | None = None, log=print) -> dict:
     from pipeline.control.calibration import use_signals
 

@@ -224,7 +224,7 @@ def _measure_all(items, images, iterations: int, energy_kw: dict, models_set: st
     return rows, pipeline_section, interrupted
 
 
-def build_report(input_path: str | Path, out: str | Path, models_set: str = "default",
+def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.DEFAULT_SET,
                  precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
                  cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
                  progress: bool = True, profile: dict | None = None, params: list[str] | None = None,
