@@ -29,6 +29,10 @@ class Face:
     score: float
     keypoints: np.ndarray | None = None  # (K, 2) frame pixels, detector keypoints if any
     tracked: bool = False  # True when the box came from last frame's landmarks, not the detector
+    # What stages carry over from frame to frame for this face, each under its own key (e.g. a
+    # result kept while the face has not moved). The runner hands it from a face to the region
+    # tracking gives it in the next frame; a detection starts an empty one.
+    track: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass

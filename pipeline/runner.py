@@ -14,6 +14,8 @@ without it (IoU with the detector's box 0.87-0.71 instead of 0.94-0.86 on the sh
 A still (a photo: `Frame.still`) carries
 nothing over from the frame before; its landmarks are run again on the region their own
 landmarks give (the landmarks stage's `still_passes`), the region a tracked video frame gets.
+What a stage carries over from one frame to the next for a face (a result kept while the face has
+not moved, a slow correction) lives in `Face.track`, which follows the face while it is tracked.
 
 Async mode (`edgegaze run`'s default) pipelines across frames that are waiting: the front half (faces + landmarks of frame
 t+1, which tracking makes sequential) runs while the back half (head pose, gaze, eye state of
@@ -284,6 +286,7 @@ class Pipeline:
             for r in results:
                 nxt = self.landmarks.next_face(r.landmarks, image.shape)
                 if nxt is not None:
+                    nxt.track = r.face.track  # what the stages carry over follows the face
                     self._tracked.append(nxt)
         return results, ran
 

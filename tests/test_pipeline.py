@@ -104,6 +104,23 @@ def test_several_faces_in_the_multi_face_video(zoo_ready, models):
     assert max(counts) >= 2
 
 
+def test_each_tracked_face_carries_its_own_track_state(zoo_ready):
+    """Face.track follows a face from frame to frame while it is tracked (stages keep state there),
+    one dict per face, and a detection starts a fresh one."""
+    pipe = Pipeline.from_set("mediapipe", max_faces=6)
+    frames = [pipe.process(f, i) for i, f in enumerate(read_frames("video/stock_multi_face_720p.mp4", range(12)))]
+    for before, after in zip(frames, frames[1:]):
+        if after.detector_ran:
+            continue
+        ids = {id(r.face.track) for r in after.faces}
+        assert len(ids) == len(after.faces)  # never shared between faces
+        assert ids <= {id(r.face.track) for r in before.faces}  # carried over, not new
+    assert sum(len(f.faces) for f in frames if not f.detector_ran) >= 2 * 8  # several faces tracked
+    pipe.reset()
+    again = pipe.process(read_frames("video/stock_multi_face_720p.mp4", [12])[0], 12)
+    assert again.detector_ran and not {id(r.face.track) for r in again.faces} & {id(r.face.track) for r in frames[-1].faces}
+
+
 def test_async_gives_the_same_results_as_sync(zoo_ready):
     frames = [Frame(i, i / 30, img) for i, img in enumerate(read_frames(DEMO, range(40)))]
     sync = [frame_record(fr) for fr in Pipeline.from_set("mediapipe").run(frames)]
