@@ -10,6 +10,10 @@ from pathlib import Path
 
 import openvino as ov
 
+from pipeline.runner import use_one_opencv_thread
+
+use_one_opencv_thread()  # pipelines are timed as `edgegaze run` and `edgegaze mouse` run them
+
 
 def machine() -> dict:
     cpu = platform.processor() or ""
@@ -42,12 +46,12 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
 
 
 def default_pipeline() -> dict:
-    """Pipeline.from_set keywords of the pipeline `edgegaze run` and `edgegaze mouse` build with no
+    """build_pipeline keywords of the pipeline `edgegaze run` and `edgegaze mouse` build with no
     flags: the default set (OMZ's gaze network on the mesh's eye crops; the iris model runs only for
     users whose calibration reads it, so not here), sync (`run --async` is opt-in)."""
-    from pipeline.cli.run import RUN_ASYNC
+    from pipeline.spec import RuntimeOptions
 
-    return dict(models="default", async_mode=RUN_ASYNC)
+    return dict(models="default", async_mode=RuntimeOptions().async_mode)
 
 
 def stages_of(pipe) -> list:

@@ -159,7 +159,7 @@ def reference_profile(path: Path) -> Path:
     from pipeline import profile as profiles
     from pipeline.optimize import search
 
-    return profiles.write(path, profiles.make(search.reference(), {}, {}, {"note": "bench_deploy reference"}))
+    return profiles.write(path, search.reference().profile({}, {}, {"note": "bench_deploy reference"}))
 
 
 def plot(result: dict, path: Path) -> None:

@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 
 from _common import default_pipeline, load_average, machine, markdown_table, stages_of, write_results  # noqa: E402
 from _cost import camera, switches  # noqa: E402
+from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
@@ -174,7 +175,7 @@ def main() -> None:
     args.gaps = [float(g) for g in args.gaps.split(",") if g.strip()]
     load_before = load_average()
     frames = list(open_source(args.video, max_frames=args.frames))
-    pipe = Pipeline.from_set(args.models, args.precision, eye_state=args.eye_state, params=args.param)
+    pipe = build_pipeline(args.models, args.precision, eye_state=args.eye_state, params=args.param)
     rows, floor = profile(pipe, frames, args)
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_average()}
     parts = list(dict.fromkeys(k for r in rows.values() for k in r))

@@ -31,9 +31,9 @@ import cv2
 import numpy as np
 
 from _common import machine, markdown_table, write_results
+from pipeline import builder
 from pipeline.evaluate import common, datasets, headpose
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages import build
 from pipeline.stages import fused_pose
 from pipeline.stages import mesh_pose as M
 
@@ -141,7 +141,7 @@ def recrop(facemesh, img, landmarks, passes: int) -> list[np.ndarray]:
 
 def tddfa():
     """3DDFA_V2's stage on a mediapipe FaceResult: {estimate name: (yaw, pitch, roll)}, both crops."""
-    crops = {NET: build(TDDFA), NET_BOX: build(TDDFA, params={"landmark_crop": False})}
+    crops = {NET: builder.stage(TDDFA), NET_BOX: builder.stage(TDDFA, params={"landmark_crop": False})}
 
     def run(img, result):
         return {name: [getattr(stage(img, result), a) for a in AXES] for name, stage in crops.items()}
@@ -152,7 +152,7 @@ class Timer:
     """Wall and process CPU ms of each TIMED stage's call, per face."""
 
     def __init__(self):
-        self.stages = {name: build(impl, params=params, threads=1) for name, (impl, params, _) in TIMED.items()}
+        self.stages = {name: builder.stage(impl, params=params, threads=1) for name, (impl, params, _) in TIMED.items()}
         self.ms = {name: [] for name in TIMED}
 
     def __call__(self, img, result) -> None:
@@ -175,7 +175,7 @@ def collect(aflw: Path, step: int, timer: Timer) -> tuple[list[dict], list[dict]
     """Per face: mesh points, frame shape, OMZ on the BlazeFace box, 3DDFA_V2 (+ own set and label on AFLW)."""
     mp = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
     omz = common.build("omz", "FP32", headpose.NEEDS, max_faces=10)
-    omz_hp = build("head-pose-estimation-adas-0001", "FP32")
+    omz_hp = builder.stage("head-pose-estimation-adas-0001", "FP32")
     fsa, net = fsanet(), tddfa()
 
     def faces(pipe, img):

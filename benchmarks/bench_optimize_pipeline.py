@@ -67,7 +67,7 @@ def recheck(summary: dict, max_frames: int, repeats: int) -> dict:
 
     from pipeline.optimize import search
 
-    rows = {r["candidate"]["name"]: r["candidate"] for r in summary["rows"]}
+    rows = {r["candidate"]["name"]: search.Candidate.from_dict(r["candidate"]) for r in summary["rows"]}
     pair = {"chosen": rows[summary["chosen"]], "hand-picked": rows[summary["best_hand_picked"]]}
     videos = [str(SHARED / "video" / v) for v in VIDEOS]
     cpu = {k: [] for k in pair}
@@ -76,7 +76,7 @@ def recheck(summary: dict, max_frames: int, repeats: int) -> dict:
             cpu[k].append(search.measure_speed(c, videos, max_frames)["cpu_ms"])
     med = {k: float(np.median(v)) for k, v in cpu.items()}
     return {"cpu_ms": cpu, "median_cpu_ms": med, "cpu_speedup": med["hand-picked"] / med["chosen"],
-            "names": {k: c["name"] for k, c in pair.items()}}
+            "names": {k: c.name for k, c in pair.items()}}
 
 
 def speedups(rows: list[dict]) -> list[dict]:

@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from _common import default_pipeline, infer_calls, load_average, machine, markdown_table, write_results  # noqa: E402
 from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
+from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
@@ -147,7 +148,7 @@ def main() -> None:
     frames = list(open_source(args.video, max_frames=args.frames))
     contenders = {**CONTENDERS, **{f"edgegaze {n}": kw for n, kw in pruned_iris().items()}}
     names = args.contenders.split(",") if args.contenders else list(contenders)
-    pipes = {n: Pipeline.from_set(**contenders[n]) for n in names}
+    pipes = {n: build_pipeline(**contenders[n]) for n in names}
     for p in pipes.values():
         list(p.run(frames[:5]))
         p.reset()

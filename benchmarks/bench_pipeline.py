@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 
 from _common import default_pipeline, infer_calls, load_average, machine, markdown_table, write_results  # noqa: E402
 from _cost import Clock, Paced, paced_block  # noqa: E402
+from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import Frame, open_source, prefetch  # noqa: E402
 
@@ -115,7 +116,7 @@ def main() -> None:
     configs = {**CONFIGS, **pruned_iris()}
     names = args.configs.split(",") if args.configs else list(configs)
     frames = list(open_source(args.video, max_frames=args.frames))
-    pipes = {n: Pipeline.from_set(**configs[n]) for n in names}
+    pipes = {n: build_pipeline(**configs[n]) for n in names}
     for pipe in pipes.values():  # warm-up: compile caches, first-inference costs
         list(pipe.run(frames[:5]))
         pipe.reset()

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from _common import default_pipeline, load_average, machine, markdown_table, write_results  # noqa: E402
-from pipeline.runner import Pipeline  # noqa: E402
+from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
 
 VIDEO = Path(__file__).resolve().parents[2] / "shared/data/video/webcam_640x480.mp4"
@@ -50,7 +50,7 @@ def looped(video: str, frames: int):
 
 
 def soak(name: str, video: str, frames: int, sample: int) -> dict:
-    pipe = Pipeline.from_set(**SETS[name])
+    pipe = build_pipeline(**SETS[name])
     latency, cpu, rss = np.zeros(frames), np.zeros(frames), []
     for frame in looped(video, frames):
         t, c = time.perf_counter(), time.process_time()

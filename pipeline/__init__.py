@@ -20,10 +20,11 @@ __version__ = "0.1.0"
 # name -> "module" (the same name there) or "module:name"
 _EXPORTS = {
     # build and run
-    "build_pipeline": "pipeline.api", "Pipeline": "pipeline.runner", "PipelineOptions": "pipeline.profile",
+    "build_pipeline": "pipeline.api", "Pipeline": "pipeline.runner", "PipelineSpec": "pipeline.spec",
+    "StageChoice": "pipeline.spec", "RuntimeOptions": "pipeline.spec", "Profile": "pipeline.profile",
     "load_profile": "pipeline.profile:load", "open_source": "pipeline.sources", "Frame": "pipeline.sources",
     # typed results
-    "FrameResult": "pipeline.runner", "FaceResult": "pipeline.results", "Face": "pipeline.results",
+    "FrameResult": "pipeline.results", "FaceResult": "pipeline.results", "Face": "pipeline.results",
     "Landmarks": "pipeline.results", "HeadPose": "pipeline.results", "Gaze": "pipeline.results",
     "EyeState": "pipeline.results",
     # gaze calibration
@@ -33,7 +34,8 @@ _EXPORTS = {
     # measure and optimize
     "build_report": "pipeline.report.model_report", "quantize": "pipeline.optimize.quantize",
     "prune": "pipeline.optimize.prune", "PruneOptions": "pipeline.optimize.prune", "search": "pipeline.api",
-    "EdgegazeError": "pipeline.errors",
+    "EdgegazeError": "pipeline.errors", "ConfigError": "pipeline.errors", "ModelError": "pipeline.errors",
+    "InputError": "pipeline.errors",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -8,50 +8,68 @@ modules (OpenVINO models, NNCF, Ray) are imported when a function runs, not when
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.control.calibration import Calibration, needs, use_signals
-from pipeline.control.calibration import face_angles as calibration_features
 from pipeline import zoo
 from pipeline.control import mapping
-from pipeline.profile import PipelineOptions, with_profile
+from pipeline.control.calibration import Calibration, needs, use_signals
+from pipeline.control.calibration import face_angles as calibration_features
+from pipeline.profile import Profile
 from pipeline.profile import load as load_profile
-from pipeline.results import FaceResult
+from pipeline.results import STAGE_KINDS, FaceResult
 from pipeline.runner import Pipeline
+from pipeline.spec import PipelineSpec, RuntimeOptions
 
 
-def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, profile: str | Path | dict | None = None,
-                   device: str = "CPU", face: str | None = None, landmarks: str | None = None,
-                   head_pose: str | None = None, gaze: str | None = None, eye_state: str | None = None,
-                   tracking: bool = True, redetect_every: int = 30, async_mode: bool = False,
-                   threads: int | None = None, hint: str = "LATENCY", max_faces: int = 1,
-                   params: list[str] | dict | None = None, calibration: Calibration | None = None) -> Pipeline:
+def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, profile: str | Path | Profile | None = None,
+                   params: list[str] | dict | None = None, calibration: Calibration | None = None,
+                   **choices) -> Pipeline:
     """A pipeline ready to run: the zoo set `models` ("default", "mediapipe" or "omz", see
     docs/gaze.md) at one `precision` (FP32, FP16, INT8, FP16-INT8), models fetched and converted on
     first use. With a gaze `calibration`, it computes the gaze signals that calibration reads (the
     default set runs its iris model only for one that reads it); else the gaze stage's own default.
 
-    face, landmarks, head_pose, gaze, eye_state swap one stage for a zoo id (mixing sets), an
-    ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none". tracking: reuse a face's
-    landmarks as the next frame's region (the detector runs every `redetect_every` frames);
-    async_mode: overlap a frame's back half with the next one's front half; threads: inference
-    threads per model (None: 1, 0: OpenVINO chooses); params: stage parameters, ["STAGE.KEY=VALUE",
-    ...]. A deployment `profile` (a profile.toml path from `edgegaze optimize pipeline`, or one
-    load_profile read) sets every stage and the runtime settings instead.
-    Raises EdgegazeError (one line, what to do) for an unknown set, id, precision or parameter."""
-    chosen = PipelineOptions(models=models, precision=precision, device=device, face=face, landmarks=landmarks,
-                             head_pose=head_pose, gaze=gaze, eye_state=eye_state, tracking=tracking,
-                             redetect_every=redetect_every, async_mode=async_mode, threads=threads, hint=hint,
-                             max_faces=max_faces, params=params)
+    The other keywords are the spec's (pipeline/spec.py), listed in the signature: a stage kind
+    (face, landmarks, head_pose, gaze, eye_state) swaps that stage for a zoo id (mixing sets), an
+    ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none"; a RuntimeOptions field sets
+    how it runs: device, hint, threads (inference threads per model; 0: OpenVINO chooses), tracking
+    (reuse a face's landmarks as the next frame's region; the detector runs every `redetect_every`
+    frames), async_mode (overlap a frame's back half with the next one's front half), max_faces.
+    None takes the default. params: stage parameters, ["STAGE.KEY=VALUE", ...] or {STAGE: {KEY: value}}.
+    A deployment `profile` (a profile.toml path from `edgegaze optimize pipeline`, a bundle, or one
+    load_profile read) sets every stage and the runtime options a profile sets instead.
+    Raises ConfigError (an EdgegazeError naming the keyword) for an unknown set, id, precision or parameter."""
+    unknown = next((k for k in choices if k not in STAGE_KINDS and k not in RuntimeOptions.options()), None)
+    if unknown:
+        raise TypeError(f"build_pipeline() got an unexpected keyword argument '{unknown}'")
+    spec = PipelineSpec.from_set(models, precision).with_stages({k: v for k, v in choices.items() if k in STAGE_KINDS},
+                                                                 precision)
+    spec = spec.with_runtime(**{k: v for k, v in choices.items() if k not in STAGE_KINDS and v is not None})
+    source = None
     if profile is not None:
-        chosen = with_profile(chosen, profile if isinstance(profile, dict) else load_profile(profile))[0]
-    pipe = chosen.build()
+        loaded = profile if isinstance(profile, Profile) else load_profile(profile)
+        spec, source = loaded.over(spec), loaded.models
+    pipe = Pipeline.from_spec(spec.with_params(params), *([source] if source else []))
     if calibration is not None:
         use_signals(pipe, needs(calibration.model))
     return pipe
+
+
+def _signature() -> inspect.Signature:
+    """build_pipeline's signature with its keywords spelled out: each stage kind and runtime option."""
+    declared = inspect.signature(build_pipeline)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    stages = [inspect.Parameter(k, keyword, default=None, annotation="str | None") for k in STAGE_KINDS]
+    runtime = [inspect.Parameter(n, keyword, default=getattr(RuntimeOptions(), n), annotation=t.__name__)
+               for n, (t, _) in RuntimeOptions.options().items()]
+    return declared.replace(parameters=[*list(declared.parameters.values())[:-1], *stages, *runtime])
+
+
+build_pipeline.__signature__ = _signature()
 
 
 def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Path, *, models: str = zoo.DEFAULT_SET,
@@ -66,8 +84,9 @@ def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Pat
     (then EdgegazeError). The result's `validation` holds the errors in px and degrees."""
     from pipeline.control.app import calibrate_recorded
 
-    return calibrate_recorded(video, targets_csv, screen_json, models, precision, method=method, out=out,
-                              params=params, stages=stages, max_error_deg=max_error_deg)
+    spec = PipelineSpec.from_set(models, precision).with_stages(stages or {}, precision)
+    return calibrate_recorded(video, targets_csv, screen_json, spec, method=method, out=out, params=params,
+                              max_error_deg=max_error_deg)
 
 
 def calibration_sample(face: FaceResult) -> np.ndarray | None:

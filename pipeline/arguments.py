@@ -1,15 +1,34 @@
 """Command-line argument types and the options several commands share, below both the CLI
-(pipeline/cli/) and the gaze mouse's options (control/options.py), so neither imports the
-other. No heavy imports: the parser is built before any model is loaded."""
+(pipeline/cli/) and the gaze mouse's options (control/options.py), so neither imports the other.
+
+The pipeline's options are the spec's (pipeline/spec.py): the stage flags are its stage kinds, the
+runtime flags its RuntimeOptions fields (help, values and default declared there), and
+`spec_from_args` makes the spec of what was given. `flag` is how the CLI names a spec field in a
+message (--max-faces for runtime.max_faces). No heavy imports: the parser is built before any
+model is loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 
+from pipeline import zoo
 from pipeline.bounds import Bounds
+from pipeline.results import STAGE_KINDS
+from pipeline.spec import PipelineSpec, RuntimeOptions
 
-STAGE_FLAGS = ("face", "landmarks", "head-pose", "gaze", "eye-state")
+# a spec field whose flag is not "--" + its name with dashes
+FLAGS = {"set": "--models", "params": "--param", "runtime.async_mode": "--async"}
+
+
+def flag(field: str, value: str | None = None) -> str:
+    """A spec field as the CLI names it: runtime.max_faces -> --max-faces, stages.head_pose -> --head-pose,
+    params.ID -> --param; with a value, as it was given (--gaze dual-gaze)."""
+    section, _, rest = field.partition(".")
+    name = FLAGS.get(field) or FLAGS.get(section) or "--" + (rest or section).split(".")[0].replace("_", "-")
+    return name if value is None else f"{name} {value}"
 
 
 def int_at_least(low: int):
@@ -44,19 +63,52 @@ def number(above: float | None = None, low: float | None = None, high: float | N
 
 def add_stage_options(p: argparse.ArgumentParser) -> None:
     """--face/--landmarks/--head-pose/--gaze/--eye-state: swap one stage's implementation."""
-    for kind in STAGE_FLAGS:
-        p.add_argument(f"--{kind}", help=f"{kind} implementation: a zoo model id (or 'none'); mixes sets; "
-                       "ID@PRECISION runs that stage at its own precision (e.g. a pruned CH20)")
+    for kind in STAGE_KINDS:
+        p.add_argument(flag(f"stages.{kind}"), dest=kind, help=f"{kind.replace('_', ' ')} implementation: a zoo "
+                       "model id (or 'none'); mixes sets; ID@PRECISION runs that stage at its own precision "
+                       "(e.g. a pruned CH20)")
 
 
-def stage_overrides(args) -> dict:
-    """{kind: id} of the stage options given (Pipeline.from_set keywords)."""
-    kinds = (k.replace("-", "_") for k in STAGE_FLAGS)
-    return {k: getattr(args, k) for k in kinds if getattr(args, k, None)}
+def _runtime_type(name: str):
+    def parse(text: str):
+        try:
+            return RuntimeOptions.parse(name, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
+def add_runtime_options(p: argparse.ArgumentParser, leave_out: tuple[str, ...] = ()) -> None:
+    """A flag per RuntimeOptions field (but those left out): --device, --hint, --threads, --tracking/
+    --no-tracking, --redetect-every, --async/--no-async, --max-faces."""
+    defaults = RuntimeOptions()
+    for name, (kind, meta) in RuntimeOptions.options().items():
+        if name in leave_out:
+            continue
+        option = {"dest": name, "default": getattr(defaults, name), "help": meta["help"]}
+        if kind is bool:
+            option["action"] = argparse.BooleanOptionalAction
+        elif meta["choices"]:
+            option["choices"] = meta["choices"]
+        else:
+            option["type"] = _runtime_type(name)
+        p.add_argument(flag(f"runtime.{name}"), **option)
+
+
+def add_pipeline_options(p: argparse.ArgumentParser, precision_help: str, profile_help: str,
+                         leave_out: tuple[str, ...] = ()) -> None:
+    """What builds a pipeline: --models, --precision, the stage flags, the runtime flags, --param,
+    and --profile/--bundle."""
+    p.add_argument("--models", default=zoo.DEFAULT_SET, help="model set, e.g. mediapipe or omz (docs/gaze.md)")
+    p.add_argument("--precision", default="FP32", help=precision_help)
+    add_stage_options(p)
+    add_runtime_options(p, leave_out)
+    add_profile_options(p, profile_help)
+    add_param_option(p)
 
 
 def add_param_option(p: argparse.ArgumentParser) -> None:
-    """--param STAGE.KEY=VALUE (repeatable), checked when the pipeline is built (pipeline.stages.params)."""
+    """--param STAGE.KEY=VALUE (repeatable), checked when the pipeline is built (PipelineSpec.with_params)."""
     p.add_argument("--param", dest="params", action="append", metavar="STAGE.KEY=VALUE",
                    help="a stage parameter, STAGE a zoo id or mesh, e.g. face-detection-short-range.score_threshold=0.7 "
                         "(repeatable; `edgegaze models show ID` lists them)")
@@ -68,3 +120,44 @@ def add_profile_options(p: argparse.ArgumentParser, what: str, required: bool = 
     g.add_argument("--profile", help=f"deployment profile TOML (edgegaze optimize pipeline): {what}")
     g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE",
                    help="a bundle from `edgegaze deploy` (folder or .tar.gz): its profile and models, checked first")
+
+
+def spec_from_args(args) -> PipelineSpec:
+    """The spec of the pipeline options given (add_pipeline_options'), without --param and --profile
+    (pipeline_from_args adds them)."""
+    from pipeline import runtime
+
+    precision = runtime.check_precision(args.precision, single=True)[0]  # not a hint to prune to 'XYZ'
+    spec = PipelineSpec.from_set(args.models, precision)
+    spec = spec.with_stages({kind: getattr(args, kind, None) for kind in STAGE_KINDS}, precision)
+    return spec.with_runtime(**{n: getattr(args, n) for n in RuntimeOptions.options() if hasattr(args, n)})
+
+
+def given_but_replaced(args) -> list[str]:
+    """The flags given that a profile replaces (its stages and the runtime options it sets), to say so."""
+    replaced = [flag("set")] if args.models != zoo.DEFAULT_SET else []
+    replaced += ["--precision"] if args.precision.upper() != "FP32" else []
+    replaced += [flag(f"stages.{k}") for k in STAGE_KINDS if getattr(args, k, None)]
+    defaults = RuntimeOptions()
+    for name, (kind, meta) in RuntimeOptions.options().items():
+        if meta["profile"] and getattr(args, name, getattr(defaults, name)) != getattr(defaults, name):
+            replaced.append(flag(f"runtime.{name}") if kind is not bool or getattr(defaults, name) is False
+                            else "--no-" + flag(f"runtime.{name}")[2:])
+    return replaced
+
+
+def pipeline_from_args(args):
+    """(spec, models, profile) of the pipeline options given: with --profile/--bundle, the profile's
+    stages and runtime options in place of the flags (those given anyway are named in one warning
+    line), built from its models (a bundle's own files); then --param over the stages."""
+    from pipeline import builder
+    from pipeline import profile as profiles
+
+    spec, models, profile = spec_from_args(args), builder.ZOO, None
+    if getattr(args, "profile", None):
+        profile = profiles.load(args.profile)
+        replaced = given_but_replaced(args)
+        if replaced:  # the profile wins; say so rather than drop them without a word
+            print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
+        spec, models = profile.over(spec), profile.models
+    return spec.with_params(args.params), models, profile

@@ -64,11 +64,11 @@ def record_path(output: Path) -> Path:
     return output.with_name(output.name.removesuffix(".jsonl") + ".source.json")
 
 
-def settings_sha256(profile: dict, params: list[str] | None, max_frames: int | None) -> str:
-    """What, besides the video, decides a batch output: the profile's stages and runtime, --param
-    and --max-frames (not its measured figures or the machine it was measured on)."""
-    settings = {"stages": profile.get("stages"), "runtime": profile.get("runtime", {}),
-                "params": sorted(params or []), "max_frames": max_frames}
+def settings_sha256(profile, params: list[str] | None, max_frames: int | None) -> str:
+    """What, besides the video, decides a batch output: the profile's spec (stages, runtime options,
+    parameters) with --param over it, and --max-frames (not its measured figures or the machine it
+    was measured on)."""
+    settings = {"spec": profile.spec.with_params(params).to_table(), "max_frames": max_frames}
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
@@ -115,20 +115,21 @@ def _ours(output: Path, record: dict) -> bool:
     return had is None or had.get("video") == record["video"]  # none: free, or an older output plan checks
 
 
-def process_video(video: str, profile: dict, dest: str, max_frames: int | None, params: list[str] | None = None,
+def process_video(video: str, profile, dest: str, max_frames: int | None, params: list[str] | None = None,
                   record: dict | None = None) -> dict:
     """One video (inside a Ray task): the profile's pipeline (with --param stage parameters), JSON
     Lines written atomically after its source record; {"error": message} for a file that is not a
     video, or an output that cannot be written (a retry fails the same way)."""
-    from pipeline import profile as profiles
     from pipeline.outputs import run_to_outputs
+    from pipeline.runner import use_one_opencv_thread
     from pipeline.sources import open_source
 
     try:
         source = open_source(video, max_frames=max_frames)
     except EdgegazeError as e:  # not a video, or corrupt: a retry fails the same way, and Ray would print its traceback
         return {"error": str(e)}
-    pipeline = profiles.build_pipeline(profile, params=params)
+    use_one_opencv_thread()  # as `edgegaze run` does: this worker is the application here
+    pipeline = profile.build(params)
     try:
         if record is not None:  # first: an output never stands without its record
             atomic_write(record_path(Path(dest)), json.dumps(record, indent=1))
@@ -171,7 +172,7 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
     videos = list_videos(input_spec)
     # a bad --param, or a stage id or precision the profile names but this machine lacks, fails
     # here once, not in every Ray task
-    profiles.build_pipeline(profile, params=params)
+    profile.build(params)
     if address:  # before --out is made
         cluster.check_reachable(address)
     settings = settings_sha256(profile, params, max_frames)

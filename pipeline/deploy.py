@@ -23,13 +23,14 @@ import os
 import shutil
 import tarfile
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline import __version__, bundle, convert, paths, runtime, stages, zoo
 from pipeline import profile as profiles
+from pipeline.builder import BLOB_HINT
 from pipeline.errors import EdgegazeError
-from pipeline.runner import BLOB_HINT, DEFAULT_THREADS
-from pipeline.stages import params as stage_params
+from pipeline.spec import PipelineSpec, StageChoice
 
 CALIBRATION = "calibration.json"
 
@@ -38,22 +39,24 @@ def deploy(profile_path: str | Path, out: str | Path, calibration: str | Path | 
            blobs: bool = True, params: list[str] | None = None, log=print) -> Path:
     """Write the bundle of a profile to `out` (a folder, or a .tar.gz with `archive` or that name);
     `params` (--param STAGE.KEY=VALUE) are kept in it. Returns what was written."""
+    from pipeline.runner import Pipeline
+
     profile = profiles.load(profile_path)
-    if "plans" in profile:
+    if profile.bundled:
         raise EdgegazeError(f"{profile_path} is a bundle already; copy it as it is (deploy makes a bundle of a "
                             "profile from `edgegaze optimize pipeline`)")
     target, archive = _target(out, archive)
     if calibration:
         _check_calibration(calibration)
-    pipe = profiles.build_pipeline(profile, params=params)  # what `run --profile` checks; compiles each model
+    spec = profile.spec.with_params(params)
+    pipe = Pipeline.from_spec(spec)  # what `run --profile` checks; compiles each model
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        settings = _runtime_settings(profile)
-        blob_config = {"hint": BLOB_HINT, "threads": settings["threads"]} if blobs else None  # how the bundle runs
-        tables, models = _stages(profile, pipe, stage_params.parse(params), work, blob_config)
+        blob_config = {"hint": BLOB_HINT, "threads": spec.runtime.threads} if blobs else None  # how the bundle runs
+        spec, files, models = _stages(spec, pipe, work, blob_config)
         if calibration:
             shutil.copyfile(paths.expand(calibration), work / CALIBRATION)
-        profiles.write(work / bundle.PROFILE, {**profile, "runtime": settings, **{t: v for t, v in tables.items() if v}})
+        profiles.write(work / bundle.PROFILE, replace(profile, spec=spec), **files)
         manifest = _manifest(profile, models, blobs, bool(calibration))
         (work / "README.md").write_text(readme(manifest, profile, target))
         bundle.write_manifest(work, manifest)
@@ -97,40 +100,46 @@ def _check_calibration(path: str | Path) -> None:
         raise EdgegazeError(f"--calibration: {str(e).split('; ')[0]}; give a calibration JSON `edgegaze mouse` saved") from None
 
 
-def _stages(profile: dict, pipe, params: dict, work: Path, blob_config: dict | None) -> tuple[dict, list[dict]]:
-    """Copy each stage's IR into `work` (and write its blob, compiled with `blob_config`): the
-    profile's per-kind tables, and the manifest's model entries."""
-    tables = {t: {} for t in profiles.BUNDLE_TABLES}
-    models = []
+def _stages(spec: PipelineSpec, pipe, work: Path, blob_config: dict | None) -> tuple[PipelineSpec, dict, list[dict]]:
+    """Copy each stage's IR into `work` (and write its blob, compiled with `blob_config`): the spec
+    with every stage's class and every parameter spelled out (the zoo's and --param's: a later zoo
+    changes nothing), the bundle's file tables, and the manifest's model entries."""
+    files = {t: {} for t in profiles.FILE_TABLES}
+    models, chosen = [], {}
     for kind, stage in pipe.by_kind().items():
-        impl_id, precision = stages.split_choice(profile["stages"][kind], "FP32", kind)  # as build_pipeline read it
-        models += _stage(kind, impl_id, stage, precision, params, work, tables, blob_config)
-        for role, part_id in type(stage).parts.items():  # a stage that runs others (dual-gaze): each as a stage
-            models += _stage(f"{kind}-{role}", part_id, stage.part[role], precision, params, work, tables, blob_config)
-    return tables, models
+        choice = spec.stages[kind]
+        choice, found = _stage(kind, choice, stage, work, files, blob_config)
+        parts = {}
+        for role, part in choice.parts.items():  # a stage that runs others (dual-gaze): each as a stage
+            parts[role], more = _stage(f"{kind}-{role}", part, stage.part[role], work, files, blob_config)
+            found += more
+        chosen[kind], models = replace(choice, parts=parts), models + found
+    return replace(spec, stages=chosen), files, models
 
 
-def _stage(key: str, impl_id: str, stage, precision: str, params: dict, work: Path, tables: dict,
-           blob_config: dict | None) -> list[dict]:
-    """One stage's entries in the tables under `key` (its kind, or KIND-ROLE for a part), its IR
-    copied and its blob written; the manifest's entry of its model ([] for a stage without one)."""
-    tables["implementation"][key] = stages.implementations()[impl_id]
-    tables["params"][key] = type(stage).settings({**stages.zoo_params(impl_id), **params.get(impl_id, {})})
-    model_id = stages.model_of(impl_id)  # the zoo model whose IR it runs (mesh+3ddfa: 3ddfa-v2-mb05)
+def _stage(key: str, choice: StageChoice, stage, work: Path, files: dict,
+           blob_config: dict | None) -> tuple[StageChoice, list[dict]]:
+    """One stage under `key` (its kind, or KIND-ROLE for a part): its choice with its class and every
+    parameter, its IR copied and its blob written into the file tables; the manifest's entry of its
+    model ([] for a stage without one)."""
+    choice = replace(choice, implementation=stages.implementations()[choice.id],
+                     params=type(stage).settings({**stages.zoo_params(choice.id), **choice.params}))
+    model_id = stages.model_of(choice.id)  # the zoo model whose IR it runs (mesh+3ddfa: 3ddfa-v2-mb05)
     if model_id is None:  # model-free (the head pose computed from the mesh), or running its parts
-        return []
+        return choice, []
+    precision = choice.precision
     xml = runtime.ir_file(model_id, precision)
     folder = work / "models" / model_id / precision
     folder.mkdir(parents=True, exist_ok=True)  # two stages may run one model
     for src in (xml, xml.with_suffix(".bin")):
         shutil.copyfile(src, folder / src.name)
-    tables["ir"][key] = (folder / xml.name).relative_to(work).as_posix()
-    tables["inference_precision"][key] = zoo.get(model_id).inference_precision  # e.g. the gaze network's bf16
+    files["ir"][key] = (folder / xml.name).relative_to(work).as_posix()
+    files["inference_precision"][key] = zoo.get(model_id).inference_precision  # e.g. the gaze network's bf16
     if blob_config:
         blob = runtime.export_compiled(xml, work / "blobs" / f"{key}.blob", **blob_config,
-                                       inference_precision=tables["inference_precision"][key])
-        tables["blobs"][key] = blob.relative_to(work).as_posix()
-    return [_model_entry(key, model_id, precision, tables["ir"][key])]
+                                       inference_precision=files["inference_precision"][key])
+        files["blobs"][key] = blob.relative_to(work).as_posix()
+    return choice, [_model_entry(key, model_id, precision, files["ir"][key])]
 
 
 def _model_entry(kind: str, model_id: str, precision: str, ir: str) -> dict:
@@ -150,29 +159,21 @@ def _origin(f: zoo.ModelFile) -> str:
     return f.url or f"OpenVINO model storage: {f.mirror}"
 
 
-def _runtime_settings(profile: dict) -> dict:
-    """The profile's [runtime], every setting spelled out: a later edgegaze with other defaults runs
-    the bundle the same."""
-    options = profiles.with_profile(profiles.PipelineOptions(), profile)[0]
-    return {"tracking": options.tracking, "redetect_every": options.redetect_every, "async_mode": options.async_mode,
-            "threads": DEFAULT_THREADS if options.threads is None else options.threads}
-
-
-def _manifest(profile: dict, models: list[dict], blobs: bool, calibration: bool) -> dict:
+def _manifest(profile: profiles.Profile, models: list[dict], blobs: bool, calibration: bool) -> dict:
     here = profiles.machine()
-    return {"name": profile.get("name", ""), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    return {"name": profile.name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "edgegaze": __version__, "openvino": here["openvino"],
             # where its figures were measured (a hand-written profile without [machine]: here)
-            "machine": {**here, **profile.get("machine", {})},
-            "measured": profile.get("measured", {}), "budget": profile.get("budget", {}),
+            "machine": {**here, **profile.machine},
+            "measured": profile.measured, "budget": profile.budget,
             "blobs": {"cpu": here["cpu"], "openvino": here["openvino"], "device": "CPU", "hint": BLOB_HINT}
             if blobs and models else None,
             "calibration": CALIBRATION if calibration else None, "models": models}
 
 
-def readme(manifest: dict, profile: dict, target: Path) -> str:
+def readme(manifest: dict, profile: profiles.Profile, target: Path) -> str:
     """The bundle's README.md: what it is, the one command that runs it, its figures."""
-    stage_lines = [f"- {kind}: `{choice}`" for kind, choice in profile["stages"].items() if choice != "none"]
+    stage_lines = [f"- {kind}: `{choice}`" for kind, choice in profile.spec.stages.items()]
     measured = [f"- {k}: {v}" for k, v in manifest["measured"].items()] or ["- (the profile records none)"]
     mouse = ([f"\nWith the gaze calibration inside (needs `pip install \"edgegaze[mouse]\"`):\n\n"
               f"    edgegaze mouse --bundle {target.name} --mode gaze\n"] if manifest["calibration"] else [])

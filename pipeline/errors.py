@@ -1,13 +1,77 @@
-"""User-facing errors: the CLI prints their message as one line, without a traceback."""
+"""User-facing errors: the CLI prints their message as one line, without a traceback.
+
+A mistake in a setting names the setting by its field in the pipeline's spec (pipeline/spec.py):
+"runtime.max_faces", "stages.gaze", "params". Each front end words a field its own way: the CLI as
+its flag (--max-faces, pipeline/arguments.py), a profile as its TOML key ([runtime] max_faces), the
+Python API as the keyword (max_faces). So a message is written once, with `{field}` (or
+`{field=value}`) where it names a setting, and `Problem.words(name)` fills them in.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# {runtime.max_faces} or {stages.gaze=dual-gaze}: a setting named in a message
+_FIELD = re.compile(r"\{([a-z_]+(?:\.[\w+-]+)*)(?:=([^{}]*))?\}")
 
 
 class EdgegazeError(Exception):
     """A mistake the user can fix (bad path, unknown model, missing file). Say what and how."""
+
+
+def keyword(field: str, value: str | None = None) -> str:
+    """A field as the Python API names it: the keyword (max_faces, gaze; params for a stage parameter)."""
+    parts = field.split(".")
+    name = "params" if parts[0] == "params" else parts[-1]
+    if value is None:
+        return name
+    return f"{name}={value!r}" if name != "params" else f"params {value!r}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with one setting: `field` (e.g. "runtime.max_faces") and a message that names
+    settings as {field} or {field=value}."""
+
+    field: str
+    text: str
+
+    def words(self, name: Callable[[str, str | None], str] = keyword) -> str:
+        """The message with each named setting as `name(field, value)` words it."""
+        return _FIELD.sub(lambda m: name(m.group(1), m.group(2)), self.text)
+
+    def error(self) -> ConfigError:
+        return ConfigError(self.text, self.field)
+
+    def __str__(self) -> str:
+        return self.words()
+
+
+class ConfigError(EdgegazeError):
+    """A pipeline setting that cannot be (an unknown stage, a value out of range, a stage whose
+    requirement is missing). `field` names it; str() words it for the Python API, `words(name)`
+    for another front end (the CLI: flags)."""
+
+    def __init__(self, text: str, field: str):
+        self.problem = Problem(field, text)
+        self.field = field
+        super().__init__(self.problem.words())
+
+    def words(self, name: Callable[[str, str | None], str]) -> str:
+        return self.problem.words(name)
+
+
+class ModelError(EdgegazeError):
+    """A model that cannot run: its IR missing or damaged, or not the model its stage reads."""
+
+
+class InputError(EdgegazeError):
+    """An input that cannot be read: a missing file, a video that does not decode, a camera that
+    does not open."""
 
 
 # errors of a write that the user fixes on the machine, not in the command (not a programming error)

@@ -30,8 +30,8 @@ from tqdm import tqdm
 from pipeline.draw import annotate
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import check_writable_file, output_target
-from pipeline.results import FaceResult
-from pipeline.runner import FrameResult, Pipeline
+from pipeline.results import FaceResult, FrameResult
+from pipeline.runner import Pipeline
 from pipeline.sources import Source, prefetch
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "frame.schema.json"

@@ -1,10 +1,14 @@
-"""Deployment profiles: the pipeline configuration `edgegaze optimize pipeline` chose, as TOML.
+"""Deployment profiles: a pipeline spec as TOML, with what `edgegaze optimize pipeline` measured.
 
-A profile holds the stage implementations with their precisions (`ID@PRECISION`, as `edgegaze run
---face ...` takes them), the runtime settings (tracking, redetect interval, async, threads), the
-figures measured for it, and where they were measured (CPU model, OpenVINO version). `edgegaze
-run|mouse|report|batch --profile FILE` build their pipeline from it; a profile measured on
-another CPU still works but its figures do not hold there, so loading it warns in one line.
+A profile is a PipelineSpec's TOML form (pipeline/spec.py: [stages], each ID@PRECISION as
+`edgegaze run --face ...` takes them; [runtime], the options the search chooses: tracking,
+redetect interval, async, threads; [params] where it sets stage parameters) with the figures
+measured for it and where they were measured ([measured], [budget], [source], [machine]: CPU
+model, OpenVINO version). `edgegaze run|mouse|report|batch --profile FILE` build their pipeline
+from it; a profile measured on another CPU still works but its figures do not hold there, so
+loading it warns in one line. A bundle's profile (`edgegaze deploy`) also names each stage's class
+and files ([implementation], [ir], [blobs], [inference_precision]), so it runs without the zoo.
+Version 1, the only version: every profile and bundle written since it began loads as it is.
 """
 
 from __future__ import annotations
@@ -12,20 +16,19 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import bundle, zoo
-from pipeline.errors import EdgegazeError
+from pipeline import bundle, tomlfile
+from pipeline.builder import ZOO, BundleModels, StageFiles
+from pipeline.errors import ConfigError, EdgegazeError
 from pipeline.paths import atomic_write
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from pipeline.spec import PipelineSpec, RuntimeOptions, toml_name
 
 VERSION = 1
-KINDS = ("face", "landmarks", "head_pose", "gaze", "eye_state")
+INFO = ("measured", "budget", "machine", "source")  # what a profile records beside its spec
+FILE_TABLES = ("ir", "blobs", "inference_precision")  # a bundle's files, per stage (pipeline/deploy.py)
+REMAKE = "fix it or remake it with `edgegaze optimize pipeline`"
 
 
 def cpu_model() -> str:
@@ -47,226 +50,116 @@ def machine() -> dict:
     return {"cpu": cpu_model(), "logical_cores": os.cpu_count() or 0, "openvino": openvino.get_version()}
 
 
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(round(v, 4) if isinstance(v, float) else v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+@dataclass(frozen=True)
+class Profile:
+    """A profile as loaded: its spec, where its models come from (the zoo, or a bundle's files), the
+    gaze calibration a bundle carries, and what it records (name, measured, budget, machine, source)."""
+
+    spec: PipelineSpec
+    name: str = ""
+    measured: dict = field(default_factory=dict)
+    budget: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+    source: dict = field(default_factory=dict)
+    models: object = ZOO  # builder.ZOO, or a bundle's builder.BundleModels
+    calibration: Path | None = None
+
+    @property
+    def bundled(self) -> bool:
+        return isinstance(self.models, BundleModels)
+
+    def over(self, spec: PipelineSpec) -> PipelineSpec:
+        """This profile's pipeline in place of a command's `spec`: its stages and the runtime options a
+        profile sets; the command's other options (device, hint, max faces) stay."""
+        owned = {n: getattr(self.spec.runtime, n) for n, (_, meta) in RuntimeOptions.options().items() if meta["profile"]}
+        return replace(self.spec, runtime=replace(spec.runtime, **owned))
+
+    def build(self, params=None, **runtime):
+        """Its pipeline (runner.Pipeline), a bundle's from its own files; `params`: --param items over
+        its stages' parameters; `runtime`: other RuntimeOptions (e.g. max_faces)."""
+        from pipeline.runner import Pipeline
+
+        return Pipeline.from_spec(self.spec.with_runtime(**runtime).with_params(params), self.models)
+
+    def document(self) -> dict:
+        """The TOML document: version, name, the spec's tables, and what it records."""
+        return {"version": VERSION, "name": self.name, **self.spec.to_table(),
+                **{k: getattr(self, k) for k in INFO}}
 
 
-def _lines(table: dict, prefix: str = "") -> list[str]:
-    """`key = value` lines; a dict value as dotted keys (a bundle's `face.score_threshold = 0.5`)."""
-    out = []
-    for k, v in table.items():
-        if isinstance(v, dict):
-            out += _lines(v, f"{prefix}{k}.")
-        elif v is not None:
-            out.append(f"{prefix}{k} = {_toml_value(v)}")
-    return out
+def write(path: str | Path, profile: Profile, **tables) -> Path:
+    """The profile as TOML (and `tables`, a bundle's files), written atomically."""
+    return atomic_write(path, tomlfile.dumps({**profile.document(), **tables}))
 
 
-def dumps(profile: dict) -> str:
-    """TOML for a dict of scalars and tables (all a profile holds); None is left out."""
-    lines = _lines({k: v for k, v in profile.items() if not isinstance(v, dict)})
-    for name, table in profile.items():
-        if isinstance(table, dict):
-            lines += ["", f"[{name}]", *_lines(table)]
-    return "\n".join(lines) + "\n"
-
-
-def make(candidate: dict, measured: dict, budget: dict, source: dict) -> dict:
-    """The profile of a search's chosen candidate (see optimize/search.py for the candidate dict)."""
-    return {"version": VERSION, "name": candidate["name"],
-            "stages": {k: candidate["stages"].get(k, "none") for k in KINDS},
-            "runtime": {k: candidate[k] for k in ("tracking", "redetect_every", "async_mode", "threads") if k in candidate},
-            "measured": measured, "budget": budget, "machine": machine(), "source": source}
-
-
-def write(path: str | Path, profile: dict) -> Path:
-    return atomic_write(path, dumps(profile))
-
-
-def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)) -> dict:
+def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)) -> Profile:
     """Read and check a profile, or a bundle's (`edgegaze deploy`: its folder, archive or profile.toml,
     every file checked first); warn (one line) when it was measured on another CPU."""
     opened = bundle.open_bundle(path, machine, warn)
-    if opened is not None:  # its stages are checked against its own classes (from_plans), not the zoo's
-        profile = _read(opened.profile, zoo_stages=False)
-        profile["plans"] = _plans(profile, opened)
-        if opened.calibration:
-            profile["calibration"] = str(opened.calibration)
-        return profile
+    if opened is not None:  # its stages are its own classes on its own files, not the zoo's
+        document = _read(opened.profile)
+        classes = document.get("implementation", {})
+        missing = next((k for k, v in document["stages"].items() if v != "none" and not isinstance(classes.get(k), str)), None)
+        if missing:
+            raise EdgegazeError(f"bundle {opened.root}: its profile has no [implementation] {missing}; {bundle.REMAKE}")
+        return replace(_profile(document, opened.profile), models=_bundle_models(document, opened),
+                       calibration=opened.calibration)
     path = Path(path)
-    profile = _read(path)
-    if any(table in profile for table in (*BUNDLE_TABLES, "plans")):  # "plans": what load() adds for a bundle
-        raise EdgegazeError(f"profile {path} names the files of a bundle ([{'], ['.join(BUNDLE_TABLES)}]) but is not "
+    document = _read(path)
+    if any(table in document for table in FILE_TABLES):
+        raise EdgegazeError(f"profile {path} names the files of a bundle ([{'], ['.join(FILE_TABLES)}]) but is not "
                             f"in one (no {bundle.MANIFEST} beside it); give the bundle, or remake it with `edgegaze deploy`")
-    made_on = profile.get("machine", {}).get("cpu")
+    profile = _profile(document, path)
+    made_on = profile.machine.get("cpu")
     if made_on and made_on != cpu_model():
         warn(f"edgegaze: warning: profile {path.name} was measured on '{made_on}', not this CPU ('{cpu_model()}'); "
              "its figures may not hold here")
     return profile
 
 
-def _read(path: Path, zoo_stages: bool = True) -> dict:
+def _read(path: Path) -> dict:
     if path.is_dir():  # e.g. the --out folder of `edgegaze optimize pipeline`
         raise EdgegazeError(f"profile {path} is a folder; give the profile file, e.g. {path / 'profile.toml'} "
                             f"(or a bundle: a folder with {bundle.MANIFEST})")
     if not path.is_file():
         raise EdgegazeError(f"profile {path} not found; make one with `edgegaze optimize pipeline --out DIR`")
     try:
-        profile = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        document = tomlfile.loads(path.read_text())
+    except (tomlfile.TOMLDecodeError, UnicodeDecodeError) as e:
         raise EdgegazeError(f"profile {path} is not valid TOML ({e}); remake it with `edgegaze optimize pipeline`") from None
-    if profile.get("version") != VERSION or not isinstance(profile.get("stages"), dict) or "face" not in profile["stages"]:
+    if document.get("version") != VERSION or not isinstance(document.get("stages"), dict) or "face" not in document["stages"]:
         raise EdgegazeError(f"profile {path} is not an edgegaze deployment profile version {VERSION} (needs [stages] face = ...)")
-    problem = _problem(profile) or (stage_problem(profile["stages"]) if zoo_stages else None)
-    if problem:
-        raise EdgegazeError(f"profile {path}: {problem}; fix it or remake it with `edgegaze optimize pipeline`")
-    return profile
+    return document
 
 
-# A bundle's profile also says, per stage kind, what runs it: the stage class, its parameters, the
-# IR (relative to the bundle) and the IR's compiled blob for the CPU the bundle was made on.
-BUNDLE_TABLES = ("implementation", "params", "ir", "blobs", "inference_precision")
+def _profile(document: dict, path: Path) -> Profile:
+    """The Profile of a document, its spec checked before any command measures or runs it, every
+    problem told in the profile's own keys ([stages] face = ..., not --face)."""
+    name = toml_name(document)
+    try:
+        info = {k: _info_table(document, k) for k in INFO}
+        spec = PipelineSpec.from_table(document)
+    except ConfigError as e:
+        raise EdgegazeError(f"profile {path}: {e.words(name)}; {REMAKE}") from None
+    problems = spec.check()
+    if problems:
+        raise EdgegazeError(f"profile {path}: {problems[0].words(name)}; {REMAKE}")
+    return Profile(spec, str(document.get("name", "")), **info)
 
 
-def _plans(profile: dict, opened) -> dict:
-    """Stage kind -> runner.StagePlan of a bundle's profile (absolute paths; blobs only where usable)."""
-    tables = {t: profile.get(t, {}) for t in BUNDLE_TABLES}
-    plans = {}
-    for kind, choice in profile["stages"].items():
-        if choice == "none":
-            continue
-        plans[kind] = _plan(choice.partition("@")[0], kind, tables, opened)
-    return plans
+def _info_table(document: dict, name: str) -> dict:
+    table = document.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{name} must be a [{name}] table", name)
+    return table
 
 
-def _plan(stage_id: str, key: str, tables: dict, opened):
-    """The runner.StagePlan of one stage of a bundle, `key` its entry in the tables: a stage kind,
-    or KIND-ROLE for a part of a stage that runs others (dual-gaze's gaze-network, gaze-iris)."""
-    from pipeline.runner import StagePlan
-    from pipeline.stages import load_class
-
-    implementation = tables["implementation"].get(key)
-    if not isinstance(implementation, str):
-        raise EdgegazeError(f"bundle {opened.root}: its profile has no [implementation] {key}; {bundle.REMAKE}")
-    parts = getattr(load_class(implementation, f"bundle stage {stage_id}"), "parts", {})
-    ir, blob = tables["ir"].get(key), tables["blobs"].get(key) if opened.blobs else None
-    return StagePlan(stage_id, implementation, dict(tables["params"].get(key, {})), opened.root / ir if ir else None,
-                     opened.root / blob if blob else None,
-                     {role: _plan(model, f"{key}-{role}", tables, opened) for role, model in parts.items()},
-                     tables["inference_precision"].get(key, "f32"))
-
-
-# [runtime] key -> (type, least value, what it must be); a missing key takes the edgegaze default
-RUNTIME = {"tracking": (bool, None, "true or false"), "async_mode": (bool, None, "true or false"),
-           "redetect_every": (int, 1, "a whole number >= 1"), "threads": (int, 0, "a whole number >= 0 (0: OpenVINO chooses)")}
-
-
-def _problem(profile: dict) -> str | None:
-    """What is wrong with a profile's [stages], [runtime] and [machine] tables (None: nothing)."""
-    stages = profile["stages"]
-    for kind in stages:
-        if kind not in KINDS:
-            return f"[stages] has an unknown stage '{kind}' (valid: {', '.join(KINDS)})"
-    for kind in KINDS:
-        if not isinstance(stages.get(kind), str):
-            return (f"[stages] {kind} must be a zoo id (ID@PRECISION) or \"none\", not {stages.get(kind)!r}"
-                    if kind in stages else f"[stages] has no {kind}; add {kind} = \"none\" or ID@PRECISION")
-    for table in ("runtime", "machine"):
-        if not isinstance(profile.get(table, {}), dict):
-            return f"{table} must be a [{table}] table"
-    for key, value in profile.get("runtime", {}).items():
-        if key not in RUNTIME:
-            return f"[runtime] has an unknown key '{key}' (valid: {', '.join(RUNTIME)})"
-        kind, least, what = RUNTIME[key]
-        if type(value) is not kind or (least is not None and value < least):
-            return f"[runtime] {key} must be {what}, not {value!r}"
-    return None
-
-
-def stage_problem(stages: dict) -> str | None:
-    """Whether each [stages] entry is a stage of its kind with what it requires (None: it is), told
-    in the profile's terms, before any command measures or runs it: `report` measured every model
-    of a profile with a gaze model as its face stage before refusing it, and `run` named --face."""
-    from pipeline import stages as impls
-
-    chosen = {k: v.partition("@")[0] for k, v in stages.items() if v != "none"}
-    if "face" not in chosen:
-        return "[stages] face is \"none\"; a pipeline needs a face detector"
-    for kind, impl in chosen.items():
-        if impl not in (known := impls.implementations()):
-            return f"[stages] {kind} = \"{stages[kind]}\": unknown stage implementation '{impl}'; valid: {', '.join(known)}"
-        if (is_kind := impls.stage_class(impl).kind) != kind:
-            return f"[stages] {kind} = \"{stages[kind]}\" is a {is_kind.replace('_', '-')} stage, not a {kind.replace('_', '-')} stage"
-        needs = {**({"landmarks": None} if kind != "face" else {}), **impls.stage_class(impl).requires}
-        for need, want in needs.items():
-            if not chosen.get(need) or want not in (None, chosen[need]):
-                what = f'{need} = "{want}"' if want else f"a {need.replace('_', '-')} stage"
-                return f"[stages] {kind} = \"{stages[kind]}\" needs {what}"
-    return None
-
-
-@dataclass
-class PipelineOptions:
-    """What builds a pipeline (Pipeline.from_set's arguments): a zoo set at one precision, per-stage
-    swaps (a zoo id, ID@PRECISION for a stage at its own precision, or "none"), the runtime settings
-    and stage parameters. A deployment profile sets the stages and the runtime settings (with_profile)."""
-
-    models: str = zoo.DEFAULT_SET
-    precision: str = "FP32"
-    device: str = "CPU"
-    face: str | None = None
-    landmarks: str | None = None
-    head_pose: str | None = None
-    gaze: str | None = None
-    eye_state: str | None = None
-    tracking: bool = True
-    redetect_every: int = 30
-    async_mode: bool = False
-    threads: int | None = None  # inference threads per model; None: edgegaze's default (1), 0: OpenVINO chooses
-    hint: str = "LATENCY"
-    max_faces: int = 1
-    params: list[str] | dict | None = None  # ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}}
-    # a bundle's stages (kind -> runner.StagePlan: class, parameters, IR), built without the zoo
-    plans: dict | None = None
-
-    def build(self, **kw):
-        """The pipeline (runner.Pipeline); kw: other Pipeline.from_set arguments, e.g. prepare=False."""
-        from pipeline.runner import Pipeline
-
-        options = {**vars(self), **kw}
-        plans = options.pop("plans")
-        if plans is None:
-            return Pipeline.from_set(**options)
-        # a bundle: the set, precision and stage choices are its profile's, already in the plans
-        names = {kind: options[kind] for kind in plans}
-        for key in ("models", "precision", "prepare", *KINDS):
-            options.pop(key, None)
-        return Pipeline.from_plans(plans, names=names, **options)
-
-
-def with_profile(options: PipelineOptions, profile: dict,
-                 defaults: PipelineOptions | None = None) -> tuple[PipelineOptions, list[str]]:
-    """`options` with a profile's stages (each ID@PRECISION) and runtime settings in place of its own,
-    and the names of the options it replaced that were not at their `defaults` (the caller's; the
-    profile wins, the caller says so). A runtime key the profile lacks takes edgegaze's default."""
-    runtime = profile.get("runtime", {})
-    sets = {"models": "mediapipe", "precision": "FP32",  # every stage names its own model and precision
-            **{kind: profile["stages"][kind] for kind in KINDS},
-            "tracking": bool(runtime.get("tracking", True)), "redetect_every": int(runtime.get("redetect_every", 30)),
-            "async_mode": bool(runtime.get("async_mode", False)), "threads": runtime.get("threads"),
-            "plans": profile.get("plans")}
-    default = defaults or PipelineOptions()
-    replaced = [name for name in sets if getattr(options, name) != getattr(default, name)]
-    return replace(options, **sets), replaced
-
-
-def build_pipeline(profile: dict, device: str = "CPU", **kw):
-    """A profile's pipeline (a bundle's from its own files); kw: other options (max_faces, params, ...)
-    or Pipeline.from_set arguments."""
-    return with_profile(PipelineOptions(device=device), profile)[0].build(**kw)
+def _bundle_models(document: dict, opened) -> BundleModels:
+    """A bundle's files per stage (kind, KIND-ROLE): absolute paths; blobs only where usable here."""
+    tables = {t: document.get(t, {}) for t in FILE_TABLES}
+    files = {}
+    for key in document.get("implementation", {}):
+        ir, blob = tables["ir"].get(key), tables["blobs"].get(key) if opened.blobs else None
+        files[key] = StageFiles(opened.root / ir if ir else None, opened.root / blob if blob else None,
+                                tables["inference_precision"].get(key, "f32"))
+    return BundleModels(files)

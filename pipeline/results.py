@@ -1,4 +1,4 @@
-"""Typed per-face results shared by every stage, the runner, reports and the mouse app.
+"""Typed per-face and per-frame results shared by every stage, the runner, reports and the mouse app.
 
 Conventions (written once, also in docs/run.md):
 - Image coordinates are pixels of the full frame: x to the right, y down.
@@ -19,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+# The stage kinds, in the order a frame goes through them: a face detector, then per face the
+# landmarks, head pose, gaze and eye state (FaceResult's fields). Written here once.
+STAGE_KINDS = ("face", "landmarks", "head_pose", "gaze", "eye_state")
 
 
 @dataclass
@@ -107,3 +111,18 @@ class FaceResult:
     gaze: Gaze | None = None
     eye_state: EyeState | None = None
     ms: dict[str, float] = field(default_factory=dict)  # stage kind -> milliseconds
+
+
+@dataclass
+class FrameResult:
+    """What the pipeline found in one frame: a FaceResult per face (at most max_faces), whether the
+    detector ran (or tracking carried the faces over), and per-stage milliseconds."""
+
+    index: int
+    timestamp: float
+    shape: tuple[int, int]  # frame height, width
+    faces: list[FaceResult]
+    detector_ran: bool
+    ms: dict[str, float] = field(default_factory=dict)  # stage kind -> ms summed over faces
+    name: str = ""
+    image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing

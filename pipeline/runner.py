@@ -17,7 +17,7 @@ landmarks give (the landmarks stage's `still_passes`), the region a tracked vide
 What a stage carries over from one frame to the next for a face (a result kept while the face has
 not moved, a slow correction) lives in `Face.track`, which follows the face while it is tracked.
 
-Async mode (`edgegaze run`'s default) pipelines across frames that are waiting: the front half (faces + landmarks of frame
+Async mode (`async_mode`, `edgegaze run --async`; runs are sync by default) pipelines across frames that are waiting: the front half (faces + landmarks of frame
 t+1, which tracking makes sequential) runs while the back half (head pose, gaze, eye state of
 frame t) runs on a worker thread with its own infer requests. OpenVINO releases the GIL during
 inference, so the two halves use both cores. A frame that was not waiting (a live camera's next
@@ -30,121 +30,30 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Iterator
 
-import cv2
 import numpy as np
 
-from pipeline import convert, runtime, stages, zoo
+from pipeline import builder
 from pipeline.boxes import iou
-from pipeline.errors import EdgegazeError
-from pipeline.results import Face, FaceResult
+from pipeline.results import STAGE_KINDS, Face, FaceResult, FrameResult
 from pipeline.sources import Frame
-from pipeline.stages import params as stage_params
+from pipeline.spec import PipelineSpec, RuntimeOptions
 
-BACK_KINDS = ("head_pose", "gaze", "eye_state")
-DEFAULT_SET = zoo.DEFAULT_SET
+BACK_KINDS = STAGE_KINDS[2:]  # head pose, gaze, eye state: per face, after the landmarks
 # Async mode: a frame the source gave in less than this was waiting (a file, frames in memory, a
 # camera's backlog), so overlapping it with the frame before pays; else it is run through at once.
 WAITING_S = 0.001
-# Inference threads per model when none are asked for. Measured (bench_pipeline, docs/performance.md "Speed"):
-# one thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
-# (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
-# used less of a core with lower latency; unpaced on an idle machine OpenVINO's choice gave more
-# frames/s. threads=0 leaves the choice to OpenVINO (`--threads 0`).
-DEFAULT_THREADS = 1
 
 
-@dataclass
-class FrameResult:
-    """What the pipeline found in one frame: a FaceResult per face (at most max_faces), whether the
-    detector ran (or tracking carried the faces over), and per-stage milliseconds."""
+def use_one_opencv_thread() -> None:
+    """What an application that runs pipelines calls once (the CLI, the mouse, batch and search
+    workers, the benchmarks do): the crops are small warps (<= 192x192), and OpenCV's thread pool
+    cost more CPU than it saved (0.2-0.9 ms per frame of process CPU measured, wall not slower).
+    It is process-wide, so the library does not do it on its own for an application that embeds it."""
+    import cv2
 
-    index: int
-    timestamp: float
-    shape: tuple[int, int]  # frame height, width
-    faces: list[FaceResult]
-    detector_ran: bool
-    ms: dict[str, float] = field(default_factory=dict)  # stage kind -> ms summed over faces
-    name: str = ""
-    image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """One stage as a bundle carries it, built without the zoo or the model folder."""
-
-    id: str  # the model id (or model-free stage) that --param and reports name
-    implementation: str  # the stage class, "<module>:<class>" of pipeline/stages
-    params: dict  # every parameter of that class
-    ir: Path | None = None  # the IR it runs; None: a model-free stage
-    # the IR compiled for this CPU model and OpenVINO build at the LATENCY hint (see BLOB_HINT)
-    blob: Path | None = None
-    parts: dict = field(default_factory=dict)  # role -> StagePlan, for a stage that runs others (dual-gaze)
-    inference_precision: str = "f32"  # what the CPU computes it in (the zoo's, runtime.load)
-
-
-# Blobs are made at the hint a bundle runs at by default; another hint or device compiles the IR.
-BLOB_DEVICE, BLOB_HINT = "CPU", "LATENCY"
-
-
-def _flag(kind: str) -> str:
-    return "--" + kind.replace("_", "-")
-
-
-def check_requires(chosen: dict[str, str], classes: dict | None = None) -> None:
-    """Every stage id does the kind of stage it was chosen for, and every stage's `requires` (stage
-    kind -> implementation or any) is met by `chosen` (kind -> id). `classes` (kind -> stage class):
-    the classes that run them where they do not come from the zoo (a bundle)."""
-    if "face" not in chosen:
-        raise EdgegazeError("a pipeline needs a face detector (--face)")
-    classes = classes or {kind: stages.stage_class(impl) for kind, impl in chosen.items()}  # unknown ids fail here
-    for kind, impl in chosen.items():
-        if classes[kind].kind != kind:  # ran until the first frame, then crashed the interpreter
-            raise EdgegazeError(f"{_flag(kind)} {impl}: {impl} is a {classes[kind].kind.replace('_', '-')} "
-                                f"stage; {_flag(kind)} takes {' or '.join(stages.of_kind(kind))}")
-    for kind, impl in chosen.items():
-        for need, want in classes[kind].requires.items():
-            if chosen.get(need) and want in (None, chosen[need]):
-                continue
-            if want:
-                raise EdgegazeError(f"{_flag(kind)} {impl} needs {_flag(need)} {want}")
-            raise EdgegazeError(f"{_flag(kind)} {impl} needs a {need.replace('_', '-')} stage; add "
-                                f"{_flag(need)} {' or '.join(stages.of_kind(need))}")
-    if "landmarks" not in chosen and any(k in chosen for k in BACK_KINDS):
-        raise EdgegazeError("head pose, gaze and eye state need a landmarks stage (--landmarks)")
-
-
-def check_params(params: list[str] | dict | None, ids, classes: dict | None = None) -> dict:
-    """--param items (or {ID: {KEY: value}}) as a dict, each naming a stage id of this pipeline
-    (`classes`, ID -> stage class, where they do not come from the zoo)."""
-    params = params if isinstance(params, dict) else stage_params.parse(params, classes)
-    for impl in params:
-        if impl not in ids:
-            raise EdgegazeError(f"--param {impl}: {impl} is not a stage of this pipeline "
-                                f"(its stages: {', '.join(ids)})")
-    return params
-
-
-def _from_plan(plan: StagePlan, cls, params: dict, config: dict):
-    """One stage of a bundle: its class with its parameters (--param over the plan's), on its
-    compiled IR, or on its parts (each a stage of its own)."""
-    settings = cls.settings({**plan.params, **params.get(plan.id, {})})  # before the compile
-    if plan.parts:
-        return cls({role: _from_plan(p, stages.load_class(p.implementation, p.id), params, config)
-                    for role, p in plan.parts.items()}, **settings)
-    device, rest = config["device"], {k: v for k, v in config.items() if k != "device"}
-    if device.upper() == "CPU":  # as runtime.load does for a zoo model
-        rest["inference_precision"] = plan.inference_precision
-    if plan.ir is None:
-        compiled = None
-    elif plan.blob is not None and (device.upper(), rest["hint"].upper()) == (BLOB_DEVICE, BLOB_HINT):
-        compiled = runtime.import_compiled(plan.blob, device, **rest)
-    else:
-        compiled = runtime.compile_model(plan.ir, device, **rest)
-    return cls(compiled, **settings)
+    cv2.setNumThreads(1)
 
 
 def _timed(ms: dict, kind: str, fn, *args):
@@ -156,68 +65,35 @@ def _timed(ms: dict, kind: str, fn, *args):
 
 class Pipeline:
     """Face detection -> landmarks -> head pose -> gaze (-> eye state) over frames; build one with
-    Pipeline.from_set (or pipeline.build_pipeline), then `run` it over a source or `process` one image."""
+    Pipeline.from_spec (or pipeline.build_pipeline), then `run` it over a source or `process` one image."""
 
-    def __init__(self, detector, landmarks=None, head_pose=None, gaze=None, eye_state=None, *,
-                 max_faces: int = 1, tracking: bool = True, redetect_every: int = 30,
-                 async_mode: bool = False, names: dict | None = None):
-        if max_faces < 1:
-            raise EdgegazeError("--max-faces must be at least 1")
-        self.detector, self.landmarks = detector, landmarks
-        self.back = {k: s for k, s in zip(BACK_KINDS, (head_pose, gaze, eye_state)) if s is not None}
-        self.max_faces, self.tracking, self.redetect_every = max_faces, tracking, redetect_every
-        self.async_mode = async_mode
-        self.names = names or {}  # stage kind -> implementation id, for reports
-        # The crops are small warps (<= 192x192): OpenCV's thread pool cost more CPU than it saved
-        # (0.2-0.9 ms per frame of process CPU measured, wall not slower); one thread, process-wide.
-        cv2.setNumThreads(1)
+    def __init__(self, stages: dict, runtime: RuntimeOptions | None = None, spec: PipelineSpec | None = None):
+        """stages: stage kind -> a built stage (a "face" detector at least); runtime: how it runs;
+        spec: what it was built from (its names; Pipeline.from_spec gives it)."""
+        self.runtime = runtime = runtime or RuntimeOptions()
+        problems = runtime.check()
+        if problems:
+            raise problems[0].error()
+        self.detector, self.landmarks = stages["face"], stages.get("landmarks")
+        self.back = {k: stages[k] for k in BACK_KINDS if stages.get(k) is not None}
+        # read on every frame: plain attributes
+        self.max_faces, self.tracking, self.redetect_every = runtime.max_faces, runtime.tracking, runtime.redetect_every
+        self.async_mode = runtime.async_mode
+        self.spec = spec
+        self.names = spec.names if spec else {k: type(s).__name__ for k, s in stages.items() if s is not None}
         self.reset()
 
     @classmethod
-    def from_set(cls, models: str = DEFAULT_SET, precision: str = "FP32", device: str = "CPU", *,
-                 face: str | None = None, landmarks: str | None = None, head_pose: str | None = None,
-                 gaze: str | None = None, eye_state: str | None = None, hint: str = "LATENCY",
-                 threads: int | None = None, prepare: bool = True, params: list[str] | dict | None = None,
-                 **kw) -> "Pipeline":
-        """Build the pipeline of a zoo set; per-stage overrides mix sets ("none" drops a stage).
-        params: stage parameters, ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}}."""
-        all_sets = zoo.sets()
-        if models not in all_sets:
-            raise EdgegazeError(f"unknown model set '{models}'; valid sets: {', '.join(all_sets)}")
-        chosen = dict(all_sets[models])
-        for kind, impl in (("face", face), ("landmarks", landmarks), ("head_pose", head_pose),
-                           ("gaze", gaze), ("eye_state", eye_state)):
-            if impl:
-                chosen[kind] = impl
-        chosen = {k: v for k, v in chosen.items() if k in zoo.STAGES and v and v != "none"}
-        # "ID@PRECISION" runs one stage at its own precision, e.g. a pruned model: --gaze iris-landmark@CH20
-        split = {kind: stages.split_choice(impl, precision, _flag(kind)) for kind, impl in chosen.items()}
-        check_requires({kind: impl for kind, (impl, _) in split.items()})
-        ids = [m for i, _ in split.values() for m in dict.fromkeys([i, *stages.stage_class(i).parts.values()])]  # and parts
-        params = check_params(params, ids)
-        built = {}
-        for kind, (impl, own) in split.items():
-            for model in stages.models_of(impl) if prepare else ():
-                convert.prepare(model, own)
-            built[kind] = stages.build(impl, own, device, params=params.get(impl), part_params=params, hint=hint,
-                                       threads=DEFAULT_THREADS if threads is None else threads)
-        return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
-                   built.get("eye_state"), names=chosen, **kw)
-
-    @classmethod
-    def from_plans(cls, plans: dict[str, StagePlan], device: str = "CPU", *, hint: str = "LATENCY",
-                   threads: int | None = None, params: list[str] | dict | None = None, **kw) -> "Pipeline":
-        """Build a pipeline from explicit stages (kind -> StagePlan, a bundle's): no zoo manifest, no
-        model folder. params: --param items over each plan's own, by stage id."""
-        classes = {kind: stages.load_class(p.implementation, f"{kind} stage {p.id}") for kind, p in plans.items()}
-        check_requires({kind: p.id for kind, p in plans.items()}, classes)
-        every = {p.id: p for plan in plans.values() for p in (plan, *plan.parts.values())}  # a part takes --param too
-        params = check_params(params, list(every), {i: stages.load_class(p.implementation, i) for i, p in every.items()})
-        config = dict(hint=hint, threads=DEFAULT_THREADS if threads is None else threads, device=device)
-        built = {kind: _from_plan(plan, classes[kind], params, config) for kind, plan in plans.items()}
-        kw.setdefault("names", {kind: p.id for kind, p in plans.items()})
-        return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
-                   built.get("eye_state"), **kw)
+    def from_spec(cls, spec: PipelineSpec, models=builder.ZOO) -> "Pipeline":
+        """The pipeline a spec describes, checked first (ConfigError names the field at fault);
+        `models`: where its compiled models come from, the zoo (builder.ZOO: fetched and converted on
+        first use; builder.ZooModels(prepare=False): only what is there) or a bundle's files
+        (builder.BundleModels)."""
+        problems = spec.check()
+        if problems:
+            raise problems[0].error()
+        built = {kind: builder.build_stage(choice, spec.runtime, models) for kind, choice in spec.stages.items()}
+        return cls(built, spec.runtime, spec)
 
     def by_kind(self) -> dict:
         """Stage kind -> stage object, for the stages this pipeline runs."""

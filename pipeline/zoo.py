@@ -26,19 +26,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline import paths
+from pipeline import paths, tomlfile
 from pipeline.errors import EdgegazeError, WriteError
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 # The set a pipeline runs when none is named: `edgegaze run`, the mouse, eval, report, the API and
 # the search's reference (docs/gaze.md says why).
 DEFAULT_SET = "default"
 
-STAGES = ("face", "landmarks", "head_pose", "gaze", "eye_state")
 INFERENCE_PRECISIONS = ("f32", "bf16")
 
 
@@ -94,7 +88,7 @@ def _load() -> tuple[dict[str, ModelSpec], dict[str, dict]]:
     if not path.exists():
         raise EdgegazeError(f"model manifest not found at {path}; set EDGEGAZE_ZOO to models/zoo.toml of a checkout")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomlfile.loads(path.read_text())
         models = {}
         for m in data["models"]:
             files = tuple(ModelFile(**f) for f in m.pop("files"))

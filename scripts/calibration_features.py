@@ -77,10 +77,10 @@ def extract(path: Path) -> dict:
     if path.exists():
         z = np.load(path)
         return {"x": z["x"], "video": z["video"]}
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
-    mp, omz = Pipeline.from_set("mediapipe", "FP32", max_faces=1), Pipeline.from_set("omz", "FP32", max_faces=1)
+    mp, omz = build_pipeline("mediapipe", "FP32", max_faces=1), build_pipeline("omz", "FP32", max_faces=1)
     rows, vid = [], []
     for k, name in enumerate(VIDEOS):
         mp.reset(), omz.reset()

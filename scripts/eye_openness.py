@@ -29,10 +29,10 @@ BANDS = (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.1, np.inf)
 
 def trace(models: str, video: str) -> np.ndarray:
     """Per frame [gaze yaw, gaze pitch, openness] (NaN without a face)."""
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
-    pipe = Pipeline.from_set(models, "FP32", **({"eye_state": "open-closed-eye-0001"} if models == "omz" else {}))
+    pipe = build_pipeline(models, "FP32", **({"eye_state": "open-closed-eye-0001"} if models == "omz" else {}))
     rows = []
     for fr in pipe.run(open_source(str(ROOT.parent / "shared/data/video" / video))):
         a = cal.face_angles(fr.faces[0]) if fr.faces else None

@@ -61,10 +61,10 @@ def extract(path: Path) -> dict:
         z = np.load(path)
         return {"x": z["x"], "video": z["video"]}
     from pipeline.control import calibration as cal
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
-    pipe = Pipeline.from_set("default", "FP32", max_faces=1)
+    pipe = build_pipeline("default", "FP32", max_faces=1)
     cal.use_signals(pipe)  # the iris model on: both signals
     rows, video = [], []
     for k, name in enumerate(VIDEOS):

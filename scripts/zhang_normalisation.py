@@ -81,10 +81,10 @@ class NormalisedGaze(OMZGaze):
 
 
 def gaze_traces(variant: str, step: int) -> dict:
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
-    pipe = Pipeline.from_set("omz", "FP32")
+    pipe = build_pipeline("omz", "FP32")
     if variant != "stage":
         pipe.back["gaze"] = NormalisedGaze(pipe.back["gaze"].compiled, variant.endswith("line of sight"))
     out = {}
@@ -92,7 +92,7 @@ def gaze_traces(variant: str, step: int) -> dict:
         pipe.reset()
         seq = [[np.nan, np.nan] if not fr.faces or fr.faces[0].gaze is None else [fr.faces[0].gaze.yaw,
                fr.faces[0].gaze.pitch] for fr in pipe.run(open_source(str(ROOT.parent / "shared/data/video" / name)))]
-        still = Pipeline.from_set("omz", "FP32", tracking=False)
+        still = build_pipeline("omz", "FP32", tracking=False)
         if variant != "stage":
             still.back["gaze"] = pipe.back["gaze"]
         mirror = []

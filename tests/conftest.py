@@ -142,7 +142,7 @@ def reference_profile(path):
     from pipeline import profile as profiles
     from pipeline.optimize import search
 
-    return profiles.write(path, profiles.make(search.reference(), {"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
+    return profiles.write(path, search.reference().profile({"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
 
 
 def clip(src: Path, dest: Path, frames: int) -> Path:

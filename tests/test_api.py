@@ -43,20 +43,28 @@ def test_every_export_is_documented_and_typed():
         pipeline.nope  # noqa: B018
 
 
-def test_a_profile_is_plain_options_and_names_what_it_replaces():
-    from pipeline.profile import PipelineOptions, with_profile
+def test_a_profile_replaces_the_stages_and_its_runtime_options_and_the_cli_names_what_it_ignored(tmp_path, capsys):
+    import argparse
 
-    stages = {"face": "face-detection-adas-0001@FP16", "landmarks": "face-landmark@FP32", "head_pose": "mesh",
-              "gaze": "iris-landmark@FP32", "eye_state": "none"}
-    profile = {"version": 1, "stages": stages, "runtime": {"async_mode": True, "threads": 0}}
-    given = PipelineOptions(models="omz", gaze="gaze-estimation-adas-0002", tracking=False, max_faces=3,
-                            params=["mesh.x=1"])
-    merged, replaced = with_profile(given, profile)
-    assert replaced == ["models", "gaze", "tracking"]  # given and not at their defaults
-    assert (merged.face, merged.eye_state, merged.async_mode, merged.threads, merged.tracking) == (
-        "face-detection-adas-0001@FP16", "none", True, 0, True)  # a runtime key the profile lacks: the default
-    assert (merged.max_faces, merged.params, given.gaze) == (3, ["mesh.x=1"], "gaze-estimation-adas-0002")
-    assert with_profile(PipelineOptions(), profile)[1] == []
+    from pipeline.arguments import add_pipeline_options, given_but_replaced, pipeline_from_args
+
+    path = tmp_path / "profile.toml"
+    path.write_text('version = 1\n[stages]\nface = "face-detection-adas-0001@FP16"\nlandmarks = "face-landmark@FP32"\n'
+                    'head_pose = "mesh"\ngaze = "iris-landmark@FP32"\neye_state = "none"\n'
+                    '[runtime]\nasync_mode = true\nthreads = 0\n')
+    p = argparse.ArgumentParser()
+    add_pipeline_options(p, "", "")
+    args = p.parse_args(["--models", "omz", "--gaze", "gaze-estimation-adas-0002", "--no-tracking", "--max-faces", "3",
+                         "--profile", str(path), "--param", "mesh.hfov_deg=60"])
+    spec, models, profile = pipeline_from_args(args)
+    assert capsys.readouterr().err.strip() == f"edgegaze: --profile {path} sets the pipeline; ignored: --models, --gaze, --no-tracking"
+    assert {k: str(c) for k, c in spec.stages.items()} == {"face": "face-detection-adas-0001@FP16", "landmarks": "face-landmark@FP32",
+                                                         "head_pose": "mesh@FP32", "gaze": "iris-landmark@FP32"}
+    # the profile's runtime options; one it leaves out takes its default, not the command's
+    assert (spec.runtime.async_mode, spec.runtime.threads, spec.runtime.tracking) == (True, 0, True)
+    assert spec.runtime.max_faces == 3 and spec.stages["head_pose"].params == {"hfov_deg": 60.0}  # the command's
+    assert profile.spec.stages["head_pose"].params == {} and not profile.bundled
+    assert given_but_replaced(p.parse_args(["--max-faces", "3", "--tracking", "--precision", "fp32"])) == []
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +82,11 @@ def _readings(pipe, frames) -> list:
 def test_build_pipeline_is_the_library_pipeline_and_takes_a_profile(frames, tmp_path):
     import pipeline
     from pipeline.runner import Pipeline
+    from pipeline.spec import PipelineSpec
 
     built = _readings(pipeline.build_pipeline("omz", "FP16", eye_state="none"), frames)
-    assert built == _readings(Pipeline.from_set("omz", "FP16", eye_state="none"), frames)
+    spec = PipelineSpec.from_set("omz", "FP16").with_stage("eye_state", "none")
+    assert built == _readings(Pipeline.from_spec(spec), frames)
     assert all(built)  # a face in every frame of the webcam video
 
     path = tmp_path / "profile.toml"
@@ -84,10 +94,14 @@ def test_build_pipeline_is_the_library_pipeline_and_takes_a_profile(frames, tmp_
                     '"landmarks-regression-retail-0009@FP16"\nhead_pose = "head-pose-estimation-adas-0001@FP16"\n'
                     'gaze = "gaze-estimation-adas-0002@FP16"\neye_state = "none"\n[runtime]\nasync_mode = true\n')
     from_profile = pipeline.build_pipeline("mediapipe", profile=str(path))
-    assert from_profile.async_mode and from_profile.names["gaze"] == "gaze-estimation-adas-0002@FP16"
+    assert from_profile.async_mode and str(from_profile.spec.stages["gaze"]) == "gaze-estimation-adas-0002@FP16"
     assert _readings(from_profile, frames) == built  # async: the same results, in order
-    with pytest.raises(pipeline.EdgegazeError, match="unknown model set 'nope'"):
+    with pytest.raises(pipeline.ConfigError, match="unknown model set 'nope'"):
         pipeline.build_pipeline("nope")
+    with pytest.raises(pipeline.ConfigError, match="max_faces must be a whole number at least 1, not 0"):
+        pipeline.build_pipeline(max_faces=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        pipeline.build_pipeline(colour="red")
 
 
 def test_calibration_from_a_recorded_session_and_the_point_a_face_looks_at(zoo_ready, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,7 @@ def test_same_name_other_folder_other_profile_and_force(ray_session, days, tmp_p
     assert json.loads((out / "summary.json").read_text())["skipped"] == 1
 
     other = profiles.load(prof)
-    other["runtime"]["tracking"] = False
-    profiles.write(tmp_path / "other.toml", other)
+    profiles.write(tmp_path / "other.toml", replace(other, spec=other.spec.with_runtime(tracking=False)))
     capsys.readouterr()
     other_args = ["--profile", str(tmp_path / "other.toml"), "--out", str(out)]
     assert main(["batch", "--input", str(days / "day1"), *other_args]) == 2

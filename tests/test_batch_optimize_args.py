@@ -34,7 +34,7 @@ def _profile(path: Path) -> Path:
     from pipeline import profile as profiles
     from pipeline.optimize import search
 
-    return profiles.write(path, profiles.make(search.reference(), {"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
+    return profiles.write(path, search.reference().profile({"cpu_ms_per_frame": 1.0}, {}, {"videos": []}))
 
 
 # --- 1. batch: two videos with one stem ------------------------------------------------------

@@ -81,7 +81,7 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "hint choice": ([*run, "--hint", "FAST"], "invalid choice"),
         "unknown set": ([*run, "--models", "nope"], "valid sets"),
         # a model of another stage kind crashed the interpreter at the first frame (TypeError, then abort)
-        "face is an iris model": ([*run, "--face", "iris-landmark"], "iris-landmark is a gaze stage; --face takes"),
+        "face is an iris model": ([*run, "--face", "iris-landmark"], "iris-landmark is a gaze stage, not a face stage; --face takes"),
         "unknown stage id": ([*run, "--gaze", "nope"], "valid:"),
         "missing input": (["run", "--input", "missing.mp4", "--json", "out.jsonl"], "not found"),
         "garbage video": (["run", "--input", inputs / "garbage.mp4", "--json", "out.jsonl"], "cannot decode"),
@@ -102,8 +102,8 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                                        "--record", inputs / "one_pixel.png" / "t.csv"], "not a writable folder"),
         # a profile's tables were read unchecked: KeyError, ValueError, or a traceback per video from Ray
         "profile is a folder": ([*run, "--profile", inputs], "is a folder; give the profile file"),  # was: not found
-        "profile without eye_state": ([*run, "--profile", inputs / "no_eye_state.toml"], 'add eye_state = "none"'),
-        "profile redetect_every x": ([*run, "--profile", inputs / "redetect_x.toml"], "must be a whole number >= 1"),
+        "profile without eye_state": ([*run, "--profile", inputs / "no_eye_state.toml"], 'add [stages] eye_state = "none"'),
+        "profile redetect_every x": ([*run, "--profile", inputs / "redetect_x.toml"], "must be a whole number at least 1"),
         # found by every candidate on Ray ('the FP32 reference pipeline failed'), or after the search (a traceback)
         "search missing input": (["optimize", "pipeline", "--input", "missing.mp4", "--budget-ms", "50", "--out", "s"],
                                  "input not found"),
@@ -331,7 +331,7 @@ def test_images_of_mixed_sizes_all_reach_the_video(zoo_ready, tmp_path):
 def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, tmp_path):
     """A webcam that disappears: the device read starts raising after 8 frames."""
     from pipeline.outputs import run_to_outputs
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import Frame, Source
 
     images = [f.image for f in Source(shared_path(VIDEO), max_frames=8)]
@@ -343,7 +343,7 @@ def test_a_source_that_fails_mid_run_ends_cleanly_with_outputs_saved(zoo_ready, 
             raise OSError("camera 0: device disconnected")
 
     source = Vanishing(shared_path(VIDEO))
-    s = run_to_outputs(Pipeline.from_set("mediapipe"), source, str(tmp_path / "c.jsonl"), str(tmp_path / "c.mp4"),
+    s = run_to_outputs(build_pipeline("mediapipe"), source, str(tmp_path / "c.jsonl"), str(tmp_path / "c.mp4"),
                        progress=False)
     assert s.frames == 8 and not s.interrupted and "failed after 8 frame(s)" in s.skipped_note
     rows = [json.loads(ln) for ln in (tmp_path / "c.jsonl").read_text().splitlines()]

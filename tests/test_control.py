@@ -324,11 +324,11 @@ def test_eye_closure_sees_real_blinks_on_the_mediapipe_set(zoo_ready):
     from conftest import shared_path
 
     from pipeline.control.clicks import EyeClosure
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
     closure, closed = EyeClosure(), []
-    pipe = Pipeline.from_set("mediapipe", "FP32")
+    pipe = build_pipeline("mediapipe", "FP32")
     for fr in pipe.run(open_source(shared_path("video/webcam_640x480.mp4"), max_frames=411)):
         if fr.faces and closure(fr.faces[0]):
             closed.append(fr.index)

@@ -26,9 +26,9 @@ def _run(pipeline, rel=GLASSES, frames=FRAMES):
 
 @pytest.fixture(scope="module")
 def default(zoo_ready):
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
-    return Pipeline.from_set("default", "FP32")
+    return build_pipeline("default", "FP32")
 
 
 def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_comes_from(default, zoo_ready):
@@ -37,7 +37,7 @@ def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_co
     stage gives in the pipeline it comes from (the mediapipe set with OMZ's network, the mediapipe
     set), on the same real frames."""
     from pipeline.control.calibration import use_signals
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
     gaze = default.back["gaze"]
     assert type(gaze).__name__ == "DualGaze" and not gaze.iris
@@ -49,8 +49,8 @@ def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_co
     assert gaze.iris
     on = _run(default)
     assert gaze.part["iris"].infer_ms > 0
-    network = _run(Pipeline.from_set("mediapipe", "FP32", gaze="gaze-estimation-adas-0002"))
-    iris = _run(Pipeline.from_set("mediapipe", "FP32"))
+    network = _run(build_pipeline("mediapipe", "FP32", gaze="gaze-estimation-adas-0002"))
+    iris = _run(build_pipeline("mediapipe", "FP32"))
     for a, b, c in zip(on, network, iris):
         if a is None:
             continue
@@ -68,9 +68,9 @@ def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_co
 def test_a_calibration_that_reads_a_signal_the_pipeline_lacks_is_refused(zoo_ready):
     from pipeline.control.calibration import use_signals
     from pipeline.errors import EdgegazeError
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
-    omz = Pipeline.from_set("omz", "FP32")
+    omz = build_pipeline("omz", "FP32")
     use_signals(omz, ("network",))
     with pytest.raises(EdgegazeError, match="reads the iris stage's angles, which this pipeline's gaze stage "
                                             r"\(gaze-estimation-adas-0002\) does not compute"):

@@ -317,14 +317,14 @@ def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):
 
     from pipeline.cli import main
     from pipeline.control.mapping import face_angles
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
     starts = (30, 200, 380, 560, 740)  # five looks spread over the recording, two frames each
     wanted = {i + d for i in starts for d in (0, 1)}
     folder = tmp_path / "stills"
     folder.mkdir()
-    pipe, angles = Pipeline.from_set("omz", "FP32", tracking=False), {}
+    pipe, angles = build_pipeline("omz", "FP32", tracking=False), {}
     for fr in open_source(shared_path("video/webcam_640x480.mp4"), max_frames=max(wanted) + 1):
         if fr.index in wanted:
             cv2.imwrite(str(folder / f"f{fr.index:04d}.png"), fr.image)
@@ -358,10 +358,10 @@ def test_blinks_on_a_real_webcam_video_are_dropped_from_calibration(zoo_ready):
     aspect ratio) falls there, and a target's samples around each blink lose the blink frame only."""
     from pipeline.control import calibration
     from pipeline.control.regression import open_eyes
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
-    pipe, rows = Pipeline.from_set("mediapipe", "FP32"), {}
+    pipe, rows = build_pipeline("mediapipe", "FP32"), {}
     for fr in pipe.run(open_source(shared_path("video/webcam_640x480.mp4"), max_frames=411)):
         rows[fr.index] = calibration.face_angles(fr.faces[0])
     for blink in (59, 395):

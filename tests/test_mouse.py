@@ -63,10 +63,10 @@ def pg(xserver):
 
 def _results(rel: str, frames, flip: bool = False):
     """[(index, timestamp, FaceResult | None)] from the real pipeline."""
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
-    pipeline = Pipeline.from_set(MODELS, "FP32", max_faces=1)
+    pipeline = build_pipeline(MODELS, "FP32", max_faces=1)
     out = []
     for fr in pipeline.run(open_source(shared_path(rel), max_frames=max(frames) + 1, flip=flip)):
         if fr.index in frames:
@@ -133,12 +133,12 @@ def test_no_move_without_a_face_or_confidence_or_open_eyes(pg, udacity, zoo_read
     import cv2
 
     from pipeline.results import EyeState
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from conftest import read_frames
 
     # real frames with no face: the blue wall of the udacity video, cropped and upscaled
     wall = cv2.resize(read_frames(UDACITY, [0])[0][0:300, 0:400], (1280, 960))
-    pipeline = Pipeline.from_set(MODELS, "FP32", max_faces=1)
+    pipeline = build_pipeline(MODELS, "FP32", max_faces=1)
     empty = pipeline.process(wall)
     assert empty.faces == [], "the crop of the wall should hold no face"
 
@@ -326,13 +326,14 @@ def test_mouse_swaps_a_stage_like_run(zoo_ready):
     from pipeline.control import app
     from pipeline.control.options import add_mouse_arguments, options_from_args
     from pipeline.sources import open_source
+    from pipeline.spec import PipelineSpec
 
     p = argparse.ArgumentParser()
     add_mouse_arguments(p)
     o = options_from_args(p.parse_args(["--gaze", "gaze-estimation-adas-0002@FP16", "--dry-run"]))
-    assert o.stages == {"gaze": "gaze-estimation-adas-0002@FP16"}
-    swapped = app._pipeline(o.models, o.precision, o.device, params=o.params, stages=o.stages)
-    iris = app._pipeline("mediapipe", "FP32", "CPU")
+    assert str(o.pipeline.stages["gaze"]) == "gaze-estimation-adas-0002@FP16"
+    swapped = app._pipeline(o.pipeline, params=o.params)
+    iris = app._pipeline(PipelineSpec.from_set("mediapipe"))
     assert type(swapped.back["gaze"]).__name__ == "OMZGaze" and type(iris.back["gaze"]).__name__ == "IrisGaze"
     frame = next(iter(open_source(str(shared_path(UDACITY)), max_frames=1)))
     a, b = app._face(next(swapped.run([frame]))), app._face(next(iris.run([frame])))

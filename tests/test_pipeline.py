@@ -14,7 +14,7 @@ import pytest
 from conftest import read_frames, shared_path
 from pipeline.outputs import SCHEMA_PATH, frame_record, run_to_outputs
 from pipeline.boxes import iou
-from pipeline.runner import Pipeline
+from pipeline.api import build_pipeline
 from pipeline.sources import Frame, open_source
 
 DEMO = "video/udacity_demo_1080p.mp4"
@@ -33,11 +33,11 @@ def demo_runs(zoo_ready):
     """One decode pass over the demo video feeding five pipelines: both sets on the frames and on
     their mirror images, and the default set with tracking off."""
     runs = {
-        "mediapipe": Pipeline.from_set("mediapipe"),
-        "mediapipe-mirror": Pipeline.from_set("mediapipe"),
-        "omz": Pipeline.from_set("omz"),
-        "omz-mirror": Pipeline.from_set("omz"),
-        "mediapipe-no-tracking": Pipeline.from_set("mediapipe", tracking=False),
+        "mediapipe": build_pipeline("mediapipe"),
+        "mediapipe-mirror": build_pipeline("mediapipe"),
+        "omz": build_pipeline("omz"),
+        "omz-mirror": build_pipeline("omz"),
+        "mediapipe-no-tracking": build_pipeline("mediapipe", tracking=False),
     }
     out = {name: [] for name in runs}
     detector = {name: 0 for name in runs}
@@ -99,7 +99,7 @@ def test_tracking_skips_the_detector_at_the_same_found_rate(demo_runs):
 
 @pytest.mark.parametrize("models", ["mediapipe", "omz"])
 def test_several_faces_in_the_multi_face_video(zoo_ready, models):
-    pipe = Pipeline.from_set(models, max_faces=6)
+    pipe = build_pipeline(models, max_faces=6)
     counts = [len(pipe.process(f).faces) for f in read_frames("video/stock_multi_face_720p.mp4", range(0, 60, 6))]
     assert max(counts) >= 2
 
@@ -107,7 +107,7 @@ def test_several_faces_in_the_multi_face_video(zoo_ready, models):
 def test_each_tracked_face_carries_its_own_track_state(zoo_ready):
     """Face.track follows a face from frame to frame while it is tracked (stages keep state there),
     one dict per face, and a detection starts a fresh one."""
-    pipe = Pipeline.from_set("mediapipe", max_faces=6)
+    pipe = build_pipeline("mediapipe", max_faces=6)
     frames = [pipe.process(f, i) for i, f in enumerate(read_frames("video/stock_multi_face_720p.mp4", range(12)))]
     for before, after in zip(frames, frames[1:]):
         if after.detector_ran:
@@ -123,15 +123,15 @@ def test_each_tracked_face_carries_its_own_track_state(zoo_ready):
 
 def test_async_gives_the_same_results_as_sync(zoo_ready):
     frames = [Frame(i, i / 30, img) for i, img in enumerate(read_frames(DEMO, range(40)))]
-    sync = [frame_record(fr) for fr in Pipeline.from_set("mediapipe").run(frames)]
-    asyn = [frame_record(fr) for fr in Pipeline.from_set("mediapipe", async_mode=True).run(frames)]
+    sync = [frame_record(fr) for fr in build_pipeline("mediapipe").run(frames)]
+    asyn = [frame_record(fr) for fr in build_pipeline("mediapipe", async_mode=True).run(frames)]
     strip = lambda recs: [{**r, "ms": None, "faces": [{**f, "ms": None} for f in r["faces"]]} for r in recs]
     assert strip(sync) == strip(asyn)
 
 
 @pytest.mark.parametrize("models", ["mediapipe", "omz"])
 def test_no_face_and_face_cut_by_the_edge(zoo_ready, models):
-    pipe = Pipeline.from_set(models, tracking=False)
+    pipe = build_pipeline(models, tracking=False)
     frame = read_frames(DEMO, [0])[0]
     assert pipe.process(frame[:300, :400]).faces == []  # plain wall
     assert pipe.process(np.zeros((1, 1, 3), np.uint8)).faces == []
@@ -158,7 +158,7 @@ def test_jsonl_validates_and_interrupt_keeps_every_finished_frame(zoo_ready, tmp
             raise KeyboardInterrupt
 
     out, video = tmp_path / "f.jsonl", tmp_path / "a.mp4"
-    summary = run_to_outputs(Pipeline.from_set("mediapipe"), Interrupted(), str(out), str(video), progress=False)
+    summary = run_to_outputs(build_pipeline("mediapipe"), Interrupted(), str(out), str(video), progress=False)
     assert summary.interrupted
     lines = out.read_text().splitlines()
     assert 10 <= len(lines) <= 12
@@ -184,9 +184,9 @@ def test_a_missing_precision_names_the_command_that_makes_it(zoo_ready):
 
     # Intel ships no FP16-INT8 of open-closed-eye-0001: the message offers its INT8 or leaving it out
     with pytest.raises(EdgegazeError, match="--eye-state open-closed-eye-0001@INT8 .* --eye-state none"):
-        Pipeline.from_set("omz", precision="FP16-INT8")
+        build_pipeline("omz", precision="FP16-INT8")
     with pytest.raises(EdgegazeError, match="edgegaze optimize prune --model iris-landmark .* --tag CH99"):
-        Pipeline.from_set("mediapipe", gaze="iris-landmark@CH99")
+        build_pipeline("mediapipe", gaze="iris-landmark@CH99")
 
 
 @pytest.mark.parametrize("async_mode", [False, True])
@@ -201,7 +201,7 @@ def test_a_folder_of_photos_is_not_tracked_from_one_photo_to_the_next(zoo_ready,
         shutil.copy(p, tmp_path / p.name)
 
     def poses(tracking: bool) -> dict:
-        pipe = Pipeline.from_set("mediapipe", "FP32", tracking=tracking, async_mode=async_mode)
+        pipe = build_pipeline("mediapipe", "FP32", tracking=tracking, async_mode=async_mode)
         return {fr.name: np.array([fr.faces[0].head_pose.yaw, fr.faces[0].head_pose.pitch, fr.faces[0].head_pose.roll]) for fr in pipe.run(open_source(str(tmp_path)))}
 
     tracked, alone = poses(True), poses(False)
@@ -217,10 +217,10 @@ def test_a_photo_reads_as_the_tracked_video_frame_does(zoo_ready):
     of yaw / pitch apart after one pass, 0.8 / 0.8 after three)."""
     frames = [f for f in open_source(shared_path(DEMO), max_frames=300)]
     pose = lambda fr: np.array([fr.faces[0].head_pose.yaw, fr.faces[0].head_pose.pitch])  # noqa: E731
-    video = {fr.index: fr for fr in Pipeline.from_set("mediapipe", "FP32").run(frames)}
+    video = {fr.index: fr for fr in build_pipeline("mediapipe", "FP32").run(frames)}
     apart = {}
     for passes in (0, 2):
-        pipe = Pipeline.from_set("mediapipe", "FP32", params=[f"face-landmark.still_passes={passes}"])
+        pipe = build_pipeline("mediapipe", "FP32", params=[f"face-landmark.still_passes={passes}"])
         diffs = [np.abs(pose(pipe.process(f.image, f.index, still=True)) - pose(video[f.index]))
                  for f in frames[10::10] if video[f.index].faces and not video[f.index].detector_ran]
         apart[passes] = np.mean(diffs, 0)

@@ -267,11 +267,11 @@ def test_pruned_iris_ir_tracks_the_original_on_real_eyes(structured, sources):
 
 def test_pruned_model_drives_the_pipeline_beside_fp32_stages(structured):
     """--gaze iris-landmark@TAG: the pruned iris model runs in the real pipeline, the other stages at FP32."""
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
     frames = read_frames(VIDEOS[0], [0, 30, 60])
-    pruned = Pipeline.from_set("mediapipe", gaze="iris-landmark@TEST-CH50", tracking=False)
-    dense = Pipeline.from_set("mediapipe", tracking=False)
+    pruned = build_pipeline("mediapipe", gaze="iris-landmark@TEST-CH50", tracking=False)
+    dense = build_pipeline("mediapipe", tracking=False)
     assert pruned.names["gaze"] == "iris-landmark@TEST-CH50"
     for i, frame in enumerate(frames):
         a, b = pruned.process(frame, i).faces, dense.process(frame, i).faces

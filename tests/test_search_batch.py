@@ -27,7 +27,7 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     rows = report["rows"]
     assert len(rows) == 6 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
     ref = rows[0]
-    assert ref["candidate"]["name"] == search.reference()["name"]
+    assert ref["candidate"]["name"] == search.reference().name
     assert ref["drops"] == {"head_pose_deg": 0.0, "faces_found": 0.0, "gaze_deg": 0.0}
     assert 0 < ref["head_pose_mae"] < 30  # real head-pose MAE on AFLW2000 dev
     assert sum(r["candidate"]["name"].endswith(" t1") for r in rows) >= 1  # phase 2 varied the runtime
@@ -37,8 +37,8 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     assert (out / "pareto.png").read_bytes()[:4] == b"\x89PNG" and "(chosen)" in (out / "pareto.md").read_text()
 
     profile = profiles.load(out / "profile.toml")
-    assert profile["name"] == report["chosen"] and profile["machine"]["openvino"]
-    assert profile["measured"]["cpu_ms_per_frame"] > 0
+    assert profile.name == report["chosen"] and profile.machine["openvino"]
+    assert profile.measured["cpu_ms_per_frame"] > 0
     jsonl = tmp_path / "run.jsonl"
     assert main(["run", "--input", str(video), "--profile", str(out / "profile.toml"), "--json", str(jsonl),
                  "--max-frames", "8"]) == 0

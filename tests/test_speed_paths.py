@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from conftest import read_frames
-from pipeline import paths, runtime, stages, zoo
+from pipeline import builder, paths, runtime, stages, zoo
+from pipeline.api import build_pipeline
 from pipeline.errors import EdgegazeError
 from pipeline.runner import Pipeline
 from pipeline.sources import Frame
+from pipeline.stages.omz_gaze import OMZGaze
 
 DEMO = "video/udacity_demo_1080p.mp4"
 GLASSES = "video/webcam_1280x720.mp4"
@@ -39,7 +41,7 @@ def test_lean_inference_gives_openvinos_own_outputs(zoo_ready):
     give the outputs OpenVINO's dispatcher gives, bit for bit; inputs by name go through it."""
     images = read_frames(DEMO, [0, 40, 80])
     # the mediapipe set's iris model takes both eyes as one batch of two
-    seen = _stage_inputs(Pipeline.from_set(**DEFAULT), images) + _stage_inputs(Pipeline.from_set("mediapipe"), images)
+    seen = _stage_inputs(build_pipeline(**DEFAULT), images) + _stage_inputs(build_pipeline("mediapipe"), images)
     assert {type(s).__name__ for s, _ in seen} >= {"BlazeFace", "FaceMesh", "OMZGaze", "IrisGaze"}
     for stage, inputs in seen:
         reference = stage.compiled.create_infer_request()
@@ -56,7 +58,7 @@ def test_lean_inference_gives_openvinos_own_outputs(zoo_ready):
 def test_a_single_threaded_model_runs_on_the_calling_thread_unpinned(zoo_ready):
     """No hand-off to a worker thread (a voluntary context switch per call) and no pinning of the
     caller to one core for each inference (OpenVINO's default, which moved it onto a busy core)."""
-    mesh = stages.build("face-landmark", threads=1)
+    mesh = builder.stage("face-landmark", threads=1)
     assert mesh.compiled.get_property("ENABLE_CPU_PINNING") is False
     crop = np.ascontiguousarray(read_frames(DEMO, [0])[0][300:492, 860:1052])[None]
     mesh.infer(crop)
@@ -72,10 +74,10 @@ def test_the_gaze_network_computes_in_its_zoo_precision_within_the_gaze_budget(z
     f32; on real faces with glasses its gaze stays within 0.5 deg of the f32 network's."""
     bf16 = "BF16" in runtime.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
     assert zoo.get("gaze-estimation-adas-0002").inference_precision == "bf16"
-    pipe = Pipeline.from_set(**DEFAULT)
+    pipe = build_pipeline(**DEFAULT)
     assert pipe.back["gaze"].compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name() == ("bf16" if bf16 else "f32")
     assert pipe.landmarks.compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name() == "f32"
-    f32 = stages.build("gaze-estimation-adas-0002", threads=1, inference_precision="f32")
+    f32 = OMZGaze(runtime.load("gaze-estimation-adas-0002", threads=1, inference_precision="f32"))
     angles = []
     for image in read_frames(GLASSES, range(0, 240, 8)):
         for face in pipe.process(image).faces:
@@ -113,10 +115,10 @@ def test_async_overlaps_waiting_frames_and_runs_a_live_frame_through(zoo_ready, 
     back half overlapping t+1's front. A live source (30 ms between frames): each result comes out
     before the next frame is asked for, as in sync mode. Results equal sync mode's either way."""
     frames = [Frame(i, i / 30, img) for i, img in enumerate(read_frames(DEMO, range(12)))]
-    sync = [(fr.index, fr.faces[0].gaze.vector.tolist()) for fr in Pipeline.from_set(**DEFAULT).run(frames)]
+    sync = [(fr.index, fr.faces[0].gaze.vector.tolist()) for fr in build_pipeline(**DEFAULT).run(frames)]
     log: list = []
     source, results = _watched(frames, gap_s, log)
-    for fr in Pipeline.from_set(**DEFAULT, async_mode=True).run(source):
+    for fr in build_pipeline(**DEFAULT, async_mode=True).run(source):
         results.append((fr.index, fr.faces[0].gaze.vector.tolist()))
     assert results == sync
     held = [i - n for i, n in enumerate(log)]  # results still owed when frame i was asked for
@@ -132,12 +134,12 @@ def test_the_detector_runs_again_only_for_a_free_face_slot(zoo_ready):
     slot free it runs every redetect_every frames, keeps the tracked faces and adds new ones. The
     OMZ 5-point track, which cannot tell a lost face, is still re-anchored every 30 frames."""
     demo = [Frame(i, i / 30, img) for i, img in enumerate(read_frames(DEMO, range(95)))]
-    one = list(Pipeline.from_set(**DEFAULT).run(demo))
+    one = list(build_pipeline(**DEFAULT).run(demo))
     assert [fr.index for fr in one if fr.detector_ran] == [0] and all(len(fr.faces) == 1 for fr in one)
-    omz = list(Pipeline.from_set("omz", eye_state="none").run(demo))
+    omz = list(build_pipeline("omz", eye_state="none").run(demo))
     assert [fr.index for fr in omz if fr.detector_ran] == [0, 30, 60, 90]
     images = read_frames("video/stock_multi_face_720p.mp4", range(95))
-    three = list(Pipeline.from_set(**DEFAULT, max_faces=3).run(Frame(i, i / 30, img) for i, img in enumerate(images)))
+    three = list(build_pipeline(**DEFAULT, max_faces=3).run(Frame(i, i / 30, img) for i, img in enumerate(images)))
     ran = [fr.index for fr in three if fr.detector_ran]
     assert {30, 60, 90} <= set(ran) and max(len(fr.faces) for fr in three) >= 2
     for i in (30, 60, 90):  # the tracked faces come through the detection frame on their own regions

@@ -17,6 +17,7 @@ DETECTOR = "face-detection-short-range"
 
 def test_every_zoo_model_has_a_stage_class_of_its_kind():
     from pipeline import stages, zoo
+    from pipeline.results import STAGE_KINDS
 
     for spec in zoo.models().values():
         cls = stages.stage_class(spec.id)
@@ -26,7 +27,7 @@ def test_every_zoo_model_has_a_stage_class_of_its_kind():
             assert isinstance(p.default, p.type) and p.help and p.allows(p.default), (cls.__name__, key)
         cls.settings(spec.params)  # the zoo's own parameters are valid
     for impl in stages.MODEL_FREE:
-        assert stages.stage_class(impl).kind in zoo.STAGES
+        assert stages.stage_class(impl).kind in STAGE_KINDS
     for impl, (_, model) in stages.ON_MODEL.items():  # a class of its own on a zoo model of its kind
         assert stages.stage_class(impl).kind == zoo.get(model).stage
 
@@ -64,12 +65,12 @@ def _faces(pipeline, image) -> int:
 
 def test_param_reaches_the_detector_and_changes_the_faces_found(zoo_ready):
     """--param and the zoo's [models.params] set the same knob; --param wins."""
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
     image = cv2.imread(str(shared_path(PHOTO)))
     kw = dict(landmarks="none", gaze="none", head_pose="none", tracking=False)
-    default = Pipeline.from_set("mediapipe", **kw)
-    strict = Pipeline.from_set("mediapipe", params=[f"{DETECTOR}.score_threshold=0.99"], **kw)
+    default = build_pipeline("mediapipe", **kw)
+    strict = build_pipeline("mediapipe", params=[f"{DETECTOR}.score_threshold=0.99"], **kw)
     assert strict.detector.score_threshold == 0.99 and default.detector.score_threshold == 0.5
     score = default.process(image).faces[0].face.score
     assert _faces(default, image) == 1 and score < 0.99
@@ -78,7 +79,7 @@ def test_param_reaches_the_detector_and_changes_the_faces_found(zoo_ready):
 
 def test_zoo_params_set_a_stage_and_param_overrides_them(zoo_ready, tmp_path, monkeypatch):
     from pipeline import paths, zoo
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
     text = paths.manifest_path().read_text()
     at = text.index("[[models.files]]", text.index(f'id = "{DETECTOR}"'))
@@ -87,18 +88,18 @@ def test_zoo_params_set_a_stage_and_param_overrides_them(zoo_ready, tmp_path, mo
     assert zoo.get(DETECTOR).params == {"score_threshold": 0.99}
     image = cv2.imread(str(shared_path(PHOTO)))
     kw = dict(landmarks="none", gaze="none", head_pose="none", tracking=False)
-    assert _faces(Pipeline.from_set("mediapipe", **kw), image) == 0
-    assert _faces(Pipeline.from_set("mediapipe", params=[f"{DETECTOR}.score_threshold=0.5"], **kw), image) == 1
+    assert _faces(build_pipeline("mediapipe", **kw), image) == 0
+    assert _faces(build_pipeline("mediapipe", params=[f"{DETECTOR}.score_threshold=0.5"], **kw), image) == 1
 
 
 def test_presence_threshold_is_the_one_tracking_knob(zoo_ready):
     """FaceMesh's presence_threshold decides when the runner drops a tracked face: above every
     possible score, tracking never holds and the detector runs on every frame."""
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
     from pipeline.sources import open_source
 
     def detector_runs(params):
-        p = Pipeline.from_set("mediapipe", gaze="none", head_pose="none", params=params)
+        p = build_pipeline("mediapipe", gaze="none", head_pose="none", params=params)
         return [r.detector_ran for r in p.run(open_source(str(shared_path(VIDEO)), max_frames=8))]
 
     tracked = detector_runs(None)
@@ -106,16 +107,25 @@ def test_presence_threshold_is_the_one_tracking_knob(zoo_ready):
     assert all(detector_runs(["face-landmark.presence_threshold=1.01"]))
 
 
-def test_missing_requires_is_one_error_at_build():
-    from pipeline.errors import EdgegazeError
+def test_missing_requires_is_one_error_at_build_naming_the_field():
+    """Checked before any model is compiled; the error names the field, and each front end words it:
+    the API as its keyword, the CLI as its flag."""
+    from pipeline.arguments import flag
+    from pipeline.builder import ZooModels
+    from pipeline.errors import ConfigError
     from pipeline.runner import Pipeline
+    from pipeline.spec import PipelineSpec
 
-    with pytest.raises(EdgegazeError, match="--gaze gaze-estimation-adas-0002 needs a head-pose stage; add "
-                                            "--head-pose head-pose-estimation-adas-0001"):
-        Pipeline.from_set("omz", head_pose="none", prepare=False)
-    with pytest.raises(EdgegazeError, match="--eye-state open-closed-eye-0001 needs a landmarks stage"):
-        Pipeline.from_set("mediapipe", landmarks="none", head_pose="none", gaze="none",
-                          eye_state="open-closed-eye-0001", prepare=False)
+    with pytest.raises(ConfigError) as e:
+        Pipeline.from_spec(PipelineSpec.from_set("omz").with_stage("head_pose", "none"), ZooModels(prepare=False))
+    assert e.value.field == "stages.gaze"
+    assert str(e.value).startswith("gaze='gaze-estimation-adas-0002' needs a head-pose stage; add "
+                                   "head_pose='head-pose-estimation-adas-0001' (or: ")
+    assert e.value.words(flag).startswith("--gaze gaze-estimation-adas-0002 needs a head-pose stage; add "
+                                          "--head-pose head-pose-estimation-adas-0001 (or: ")
+    spec = PipelineSpec.from_set("mediapipe").only(["face"]).with_stage("eye_state", "open-closed-eye-0001")
+    with pytest.raises(ConfigError, match="eye_state='open-closed-eye-0001' needs a landmarks stage"):
+        Pipeline.from_spec(spec, ZooModels(prepare=False))
 
 
 def test_models_show_lists_parameters_with_defaults(capsys):

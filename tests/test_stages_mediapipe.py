@@ -14,14 +14,14 @@ EVERY5 = list(range(0, 595, 5))
 
 
 def _stages(precision):
-    from pipeline.stages import build
+    from pipeline.builder import stage
 
     return {
-        "short": build("face-detection-short-range", precision),
-        "full": build("face-detection-full-range", precision),
-        "mesh": build("face-landmark", precision),
-        "pose": build("mesh"),
-        "gaze": build("iris-landmark", precision),
+        "short": stage("face-detection-short-range", precision),
+        "full": stage("face-detection-full-range", precision),
+        "mesh": stage("face-landmark", precision),
+        "pose": stage("mesh"),
+        "gaze": stage("iris-landmark", precision),
     }
 
 
@@ -203,10 +203,10 @@ def test_mesh_pose_reads_a_projected_face_anywhere_in_the_frame():
 def test_mesh_pose_needs_the_mesh():
     """Its `requires` is checked when the pipeline is built, before any model is compiled."""
     from pipeline.errors import EdgegazeError
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
-    with pytest.raises(EdgegazeError, match="--head-pose mesh needs --landmarks face-landmark"):
-        Pipeline.from_set("omz", head_pose="mesh")
+    with pytest.raises(EdgegazeError, match="head_pose='mesh' needs landmarks='face-landmark'"):
+        build_pipeline("omz", head_pose="mesh")
 
 
 def test_irises_lie_in_the_eyes_with_or_without_corners(mp, runs, frames):

@@ -17,16 +17,16 @@ IDX = [0, 60, 120, 180, 240, 300, 360, 420, 450, 480, 510, 540, 570]
 
 
 def _stages(precision):
-    from pipeline.stages import build
+    from pipeline.builder import stage
 
     return {
-        "adas": build("face-detection-adas-0001", precision),
-        "retail": build("face-detection-retail-0004", precision),
-        "landmarks": build("landmarks-regression-retail-0009", precision),
-        "head_pose": build("head-pose-estimation-adas-0001", precision),
-        "gaze": build("gaze-estimation-adas-0002", precision),
+        "adas": stage("face-detection-adas-0001", precision),
+        "retail": stage("face-detection-retail-0004", precision),
+        "landmarks": stage("landmarks-regression-retail-0009", precision),
+        "head_pose": stage("head-pose-estimation-adas-0001", precision),
+        "gaze": stage("gaze-estimation-adas-0002", precision),
         # open-closed-eye-0001 has no published INT8
-        "eye_state": build("open-closed-eye-0001", "FP16" if precision == "FP16-INT8" else precision),
+        "eye_state": stage("open-closed-eye-0001", "FP16" if precision == "FP16-INT8" else precision),
     }
 
 

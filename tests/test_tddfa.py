@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import MIRRORS, SHARED, need, read_frames, shared_path
-from pipeline import paths, pickled, runtime, stages, zoo
+from pipeline import builder, paths, pickled, runtime, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.evaluate import common, datasets, headpose
 from pipeline.results import Face, FaceResult
@@ -59,7 +59,7 @@ def test_the_reader_gives_what_torch_load_gives_in_both_file_formats(tmp_path):
 def _face_crops(n_video: int = 6) -> np.ndarray:
     """The stage's own 120x120 landmark crops of the AFLW2000 dev faces and of demo video frames."""
     pipe = common.build("mediapipe", "FP32", ("face", "landmarks"))
-    net = stages.build(MODEL)
+    net = builder.stage(MODEL)
     images = [common.read_image(p) for p in sorted(shared_path(AFLW).glob("*.jpg"))]
     images += read_frames(DEMO, range(0, 600, 600 // n_video))
     crops = []
@@ -141,11 +141,11 @@ def test_the_network_reads_the_aflw2000_dev_faces_and_flips_with_the_mirror(zoo_
 
 
 def test_the_fused_stage_runs_in_a_pipeline_on_video_and_is_the_mean_of_its_parts(zoo_ready):
-    from pipeline.runner import Pipeline
+    from pipeline.api import build_pipeline
 
-    pipe = Pipeline.from_set("mediapipe", head_pose="mesh+3ddfa", gaze="none")
+    pipe = build_pipeline("mediapipe", head_pose="mesh+3ddfa", gaze="none")
     assert pipe.names["head_pose"] == "mesh+3ddfa"
-    mesh, net = stages.build("mesh"), stages.build(MODEL)
+    mesh, net = builder.stage("mesh"), builder.stage(MODEL)
     yaws = []
     for frame in read_frames(DEMO, range(0, 595, 12)):
         for image in (frame, cv2.flip(frame, 1)):
@@ -164,12 +164,12 @@ def test_fusion_weights_are_parameters(zoo_ready):
     image = read_frames(DEMO, [300])[0]
     pipe = common.build("mediapipe", "FP32", ("face", "landmarks"))
     r = pipe.process(image, still=True).faces[0]
-    mesh, net = stages.build("mesh")(image, r), stages.build(MODEL)(image, r)
-    only_net = stages.build("mesh+3ddfa", params={"yaw_weight": 1, "pitch_weight": 1, "roll_weight": 1})(image, r)
-    only_mesh = stages.build("mesh+3ddfa", params={"yaw_weight": 0, "pitch_weight": 0, "roll_weight": 0})(image, r)
+    mesh, net = builder.stage("mesh")(image, r), builder.stage(MODEL)(image, r)
+    only_net = builder.stage("mesh+3ddfa", params={"yaw_weight": 1, "pitch_weight": 1, "roll_weight": 1})(image, r)
+    only_mesh = builder.stage("mesh+3ddfa", params={"yaw_weight": 0, "pitch_weight": 0, "roll_weight": 0})(image, r)
     angles = lambda p: [p.yaw, p.pitch, p.roll]  # noqa: E731
     assert angles(only_net) == pytest.approx(angles(net)) and angles(only_mesh) == pytest.approx(angles(mesh))
     with pytest.raises(EdgegazeError, match="yaw_weight' must be a finite number between 0 and 1"):
-        stages.build("mesh+3ddfa", params={"yaw_weight": 1.5})
+        builder.stage("mesh+3ddfa", params={"yaw_weight": 1.5})
     box_only = FaceResult(face=Face(box=r.face.box, score=1.0))  # no landmarks: the box crop
-    assert abs(stages.build(MODEL)(image, box_only).yaw - net.yaw) < 15
+    assert abs(builder.stage(MODEL)(image, box_only).yaw - net.yaw) < 15

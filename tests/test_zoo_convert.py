@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import OMZ_MIRROR, read_frames, shared_path
-from pipeline import convert, paths, runtime, stages, zoo
+from pipeline import builder, convert, paths, runtime, zoo
 from pipeline.errors import EdgegazeError
+from pipeline.results import STAGE_KINDS
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def test_manifest_lists_every_model_with_checksums():
     assert {m.set for m in models.values()} == {"mediapipe", "omz", "3ddfa"}
     # every set but the default names its own models; the default's come from the mediapipe and omz sets
     assert {m.set for m in models.values()} == set(zoo.sets()) - {"default"}
-    assert {m.stage for m in models.values()} <= set(zoo.STAGES)
+    assert {m.stage for m in models.values()} <= set(STAGE_KINDS)
     for m in models.values():
         assert m.files and all(len(f.sha256) == 64 for f in m.files)
         assert m.license and m.input["layout"] in ("NHWC", "NCHW")
@@ -152,7 +153,7 @@ def test_every_ir_compiles_and_runs_on_a_real_frame(zoo_ready, spec):
         outs[precision] = [np.asarray(result[o], np.float64) for o in compiled.outputs]
         assert all(np.isfinite(o).all() for o in outs[precision])
         if spec.stage == "head_pose":  # compared as the angles the stage reads from them (degrees)
-            hp = stages.build(spec.id, precision).postprocess([result[o] for o in compiled.outputs], None)
+            hp = builder.stage(spec.id, precision).postprocess([result[o] for o in compiled.outputs], None)
             outs[precision] = [np.array([hp.yaw, hp.pitch, hp.roll])]
     # FP16 within 15% and Intel's INT8 within 25% of each output's magnitude (at least 1, so a
     # logit near zero is held to 0.15); SSD outputs compared on their most confident detection

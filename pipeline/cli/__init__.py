@@ -4,7 +4,8 @@ the CPU; fetch and convert the models, quantize or prune them, measure them, and
 The `edgegaze` command is a thin shell that parses arguments and calls one library function; each
 module here adds its subcommands (models.py, run.py, deploy.py, optimize.py, evaluate.py) and
 handles them.
-A user mistake (EdgegazeError or a bad argument) prints one line and exits 2; Ctrl-C exits 130.
+A user mistake (EdgegazeError or a bad argument) prints one line and exits 2, a setting named by
+its flag (a ConfigError's field: pipeline/arguments.py); Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import signal
 import sys
 
 from pipeline import extras
-from pipeline.errors import EdgegazeError
+from pipeline.arguments import flag
+from pipeline.errors import ConfigError, EdgegazeError
+
+
+# the commands that run pipelines in this process (batch and the search run theirs in Ray workers)
+PIPELINE_COMMANDS = ("run", "mouse", "report", "eval")
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -82,9 +88,14 @@ def main(argv: list[str] | None = None, prog: str = "edgegaze") -> int:
         _forked_children_ignore_ctrl_c()
         args = build_parser(prog).parse_args(argv)
         extras.check(" ".join(filter(None, (args.command, getattr(args, "action", None)))))
+        if args.command in PIPELINE_COMMANDS:
+            from pipeline.runner import use_one_opencv_thread
+
+            use_one_opencv_thread()  # the application's choice, not the library's (runner.py says why)
         return args.func(args) or 0
     except EdgegazeError as e:
-        print(f"edgegaze: error: {' '.join(str(e).split())}", file=sys.stderr)
+        message = e.words(flag) if isinstance(e, ConfigError) else str(e)  # a setting: named by its flag
+        print(f"edgegaze: error: {' '.join(message.split())}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # an optional module imported where no command check foresaw it
         if not extras.for_module(e.name):

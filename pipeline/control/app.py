@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import zoo
-from pipeline.arguments import stage_overrides
+from pipeline.arguments import spec_from_args
 from pipeline.control import calibration as cal
 from pipeline.control import ui
 from pipeline.control.clicks import closed_eyes_source
@@ -63,19 +62,17 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(models, precision, device, profile: str | dict | None = None, params: list[str] | None = None,
-              stages: dict | None = None):
-    from pipeline import runtime
+def _pipeline(spec, profile=None, params: list[str] | None = None):
+    """The mouse's pipeline: `spec` (None: the default set), or a loaded profile's in its place (a
+    bundle's from its own files), with --param `params` over its stages."""
+    from pipeline import builder
     from pipeline.runner import Pipeline
+    from pipeline.spec import PipelineSpec
 
-    precision = runtime.check_precision(precision, single=True)[0]  # as `run`: not a hint to prune to 'XYZ'
-
-    if profile:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--precision/--gaze ...
-        from pipeline import profile as profiles
-
-        loaded = profile if isinstance(profile, dict) else profiles.load(profile)
-        return profiles.build_pipeline(loaded, device, max_faces=1, params=params)
-    return Pipeline.from_set(models, precision.upper(), device, max_faces=1, params=params, **(stages or {}))
+    spec, models = spec or PipelineSpec.from_set(), builder.ZOO
+    if profile is not None:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--gaze ...
+        spec, models = profile.over(spec), profile.models
+    return Pipeline.from_spec(spec.with_params(params), models)
 
 
 def _geometry(o, backend) -> cal.ScreenGeometry:
@@ -90,13 +87,12 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
     return cal.ScreenGeometry(s.width, s.height, *(mm or (None, None)), distance_mm=o.distance_mm)
 
 
-def calibrate_recorded(video, targets_csv, screen_json, models=zoo.DEFAULT_SET, precision="FP32",
-                       device="CPU", method="auto", min_samples=5, out=None, user=None, params=None, stages=None,
-                       max_error_deg=None, log=print):
-    """Fit and evaluate (leave-one-target-out) a calibration from a recorded session; `params` are
-    --param stage parameters and `stages` the --gaze ID (...) swaps, as for the live run. One whose
-    error is above `max_error_deg` is not saved to `out` (the live calibration's refusal): the
-    summary is logged, then the refusal raised."""
+def calibrate_recorded(video, targets_csv, screen_json, spec=None, method="auto", min_samples=5, out=None, user=None,
+                       params=None, max_error_deg=None, log=print):
+    """Fit and evaluate (leave-one-target-out) a calibration from a recorded session, with the
+    pipeline of `spec` (a PipelineSpec; None: the default set) and --param `params`, as for the live
+    run. One whose error is above `max_error_deg` is not saved to `out` (the live calibration's
+    refusal): the summary is logged, then the refusal raised."""
     from pipeline.sources import open_source
 
     if out:  # before the session is run, not when its result is saved; never over one of its inputs
@@ -106,7 +102,7 @@ def calibrate_recorded(video, targets_csv, screen_json, models=zoo.DEFAULT_SET, 
     cal.check_targets_on_screen(frame_targets, screen.width_px, screen.height_px, targets_csv)
     source = open_source(video, max_frames=max(frame_targets) + 1)
     cal.check_targets_fit(video, frame_targets, targets_csv, source.promised)  # before the run, where the header tells
-    pipeline = _pipeline(models, precision, device, params=params, stages=stages)
+    pipeline = _pipeline(spec, params=params)
     cal.use_signals(pipeline)  # every gaze signal the stage can give: the calibration chooses among them
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
@@ -186,8 +182,8 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         cal.ScreenGeometry.load(o.screen_json)
     backend = open_backend(o.dry_run, o.screen_size)
     profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
-    calib, calib_path = _saved_calibration(o, backend.screen, log, profile.get("calibration"))  # before any compile
-    pipeline = _pipeline(o.models, o.precision, o.device, profile or None, o.params, o.stages)
+    calib, calib_path = _saved_calibration(o, backend.screen, log, profile and profile.calibration)  # before any compile
+    pipeline = _pipeline(o.pipeline, profile, o.params)
     _gaze_signals(o, pipeline, calib, log)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
@@ -207,10 +203,10 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     return _drive(o, pipeline, source, controller, log)
 
 
-def _load_profile(path: str | None) -> dict:
+def _load_profile(path: str | None):
     from pipeline import profile as profiles
 
-    return profiles.load(path) if path else {}
+    return profiles.load(path) if path else None
 
 
 def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log) -> None:
@@ -297,9 +293,8 @@ def mouse_command(a) -> int:
     if a.calibrate_from:
         if not (a.targets_csv and a.screen):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
-        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, a.models, a.precision, a.device,
-                               method=a.calibration_model, out=a.calibration, user=a.user, params=a.params,
-                               stages=stage_overrides(a), max_error_deg=a.max_calibration_error)
+        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, spec_from_args(a), method=a.calibration_model,
+                               out=a.calibration, user=a.user, params=a.params, max_error_deg=a.max_calibration_error)
         print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
         if reason := cal.error_too_large(c, a.max_calibration_error):
             print(f"above the limit: {reason}; the mouse would refuse this calibration")

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import platformdirs
 
+from pipeline import measures
 from pipeline.control import mapping, regression
 from pipeline.control.clicks import openness
 from pipeline.control.regression import GazeModel
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import metrics
 from pipeline.paths import atomic_write
 
 FEATURES = regression.FEATURES
@@ -69,7 +69,7 @@ class ScreenGeometry:
         return (self.width_mm / self.width_px + self.height_mm / self.height_px) / 2.0
 
     def geometry(self) -> tuple:
-        """(mm per px on each axis, eye distance mm, size px) as metrics.visual_angle_deg takes them;
+        """(mm per px on each axis, eye distance mm, size px) as measures.visual_angle_deg takes them;
         () without the screen's size in mm."""
         if self.mm_per_px() is None:
             return ()
@@ -78,9 +78,9 @@ class ScreenGeometry:
 
     def angle_deg(self, pred_px, true_px) -> np.ndarray | None:
         """Visual angle (deg) at the eye between predicted and true screen points, the eye distance_mm
-        in front of the screen centre: the figure `eval gaze-session` reports (metrics.visual_angle_deg),
+        in front of the screen centre: the figure `eval gaze-session` reports (measures.visual_angle_deg),
         so a session reads the same in both. None without the screen's size in mm."""
-        return metrics.visual_angle_deg(pred_px, true_px, *g) if (g := self.geometry()) else None
+        return measures.visual_angle_deg(pred_px, true_px, *g) if (g := self.geometry()) else None
 
 
 def read_screen(path) -> dict:
@@ -213,7 +213,7 @@ def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: 
         pred = m.predict(np.asarray(samples[held]))
         err = np.hypot(*(pred - targets[held]).T)
         all_err.append(err)
-        s_px, s_deg = metrics.rms_spread(pred, *screen.geometry())  # eval gaze-session's precision
+        s_px, s_deg = measures.rms_spread(pred, *screen.geometry())  # eval gaze-session's precision
         spread.append(s_px)
         if s_deg is not None:
             all_deg.append(screen.angle_deg(pred, targets[held][None]))

@@ -6,21 +6,24 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from pipeline import zoo
-from pipeline.arguments import add_param_option, add_profile_options, add_stage_options, int_at_least, number, stage_overrides
+from pipeline.arguments import add_pipeline_options, int_at_least, number, spec_from_args
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
 from pipeline.errors import EdgegazeError
+from pipeline.spec import PipelineSpec
 
 
 @dataclass
 class MouseOptions:
     input: str = "0"
     mode: str = "head"
-    models: str = zoo.DEFAULT_SET
-    precision: str = "FP32"
-    device: str = "CPU"
+    # the pipeline (PipelineSpec: stages, runtime options); None: the default set. A deployment
+    # profile (or bundle) replaces its stages and the runtime options a profile sets; --param
+    # STAGE.KEY=VALUE items go over the stages that then run.
+    pipeline: PipelineSpec | None = None
+    profile: str | None = None
+    params: list[str] | None = None
     max_frames: int | None = None
     flip: bool = False  # mirror the input (and the mapping, so directions stay right)
     dry_run: bool = False
@@ -47,9 +50,6 @@ class MouseOptions:
     distance_mm: float = cal.DEFAULT_DISTANCE_MM
     calibration_method: str = "auto"
     max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
-    profile: str | None = None  # deployment profile TOML (edgegaze optimize pipeline); replaces models/precision
-    params: list[str] | None = None  # stage parameters, STAGE.KEY=VALUE (--param)
-    stages: dict[str, str] | None = None  # stage kind -> zoo id that replaces the set's (--gaze ID, ...)
     calibration_attempts: int = 3
 
 
@@ -82,12 +82,9 @@ def add_mouse_arguments(p) -> None:
     p.add_argument("--input", default="0", help="webcam index (default 0) or video file")
     p.add_argument("--mode", default="head", choices=["gaze", "head", "relative"],
                    help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
-    p.add_argument("--models", default=d.models, help="model set, e.g. mediapipe or omz (docs/gaze.md)")
-    p.add_argument("--precision", default="FP32", help="FP32, FP16, INT8 or FP16-INT8 for every stage")
-    add_profile_options(p, "replaces --models/--precision")
-    p.add_argument("--device", default="CPU", help="OpenVINO device, e.g. CPU")
-    add_stage_options(p)
-    add_param_option(p)
+    # one face: the pointer follows the largest face found
+    add_pipeline_options(p, "FP32, FP16, INT8 or FP16-INT8 for every stage", "replaces the model and runtime options",
+                         leave_out=("max_faces",))
     p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
     p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
@@ -146,7 +143,7 @@ def options_from_args(a) -> MouseOptions:
     if a.blink_min >= a.blink_max:
         raise EdgegazeError(f"--blink-min {a.blink_min:g} must be below --blink-max {a.blink_max:g} (s), or no blink is a click")
     return MouseOptions(
-        input=a.input, mode=a.mode, models=a.models, precision=a.precision, device=a.device, params=a.params,
+        input=a.input, mode=a.mode, pipeline=spec_from_args(a), profile=a.profile, params=a.params,
         max_frames=a.max_frames, flip=a.flip, dry_run=a.dry_run, screen_size=size, record=a.record,
         show=a.show, filter=not a.no_filter, min_cutoff=a.min_cutoff, beta=a.beta, dead_zone_px=a.dead_zone,
         max_speed_px_s=a.max_speed,
@@ -157,4 +154,4 @@ def options_from_args(a) -> MouseOptions:
         min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
         calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
         screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
-        max_calibration_error_deg=a.max_calibration_error, profile=a.profile, stages=stage_overrides(a))
+        max_calibration_error_deg=a.max_calibration_error)

@@ -10,8 +10,7 @@ import cv2
 import numpy as np
 
 from pipeline.errors import EdgegazeError
-
-STAGE_KINDS = ("face", "landmarks", "head_pose", "gaze", "eye_state")
+from pipeline.spec import PipelineSpec, parse_params
 
 
 def split(text: str | list | tuple, upper: bool = False) -> list[str]:
@@ -28,34 +27,34 @@ def grid(models, precisions) -> list[tuple[str, str]]:
     return [(s, p) for s in sets for p in precs]
 
 
-def build(models: str, precision: str, needs: tuple[str, ...], overrides: dict | None = None,
-          **kw):
-    """A still-image pipeline (no tracking) of `models` at `precision` with only the stage kinds in
-    `needs`; overrides (kind -> zoo id) swap implementations as `edgegaze run --face ...` does,
-    and overrides["params"] sets stage parameters as `--param` does."""
+def spec(models: str, precision: str, needs: tuple[str, ...], overrides: dict | None = None,
+         **runtime) -> PipelineSpec:
+    """A still-image pipeline's spec (no tracking unless asked) of `models` at `precision` with only
+    the stage kinds in `needs`; overrides (kind -> zoo id) swap implementations as `edgegaze run
+    --face ...` does, and overrides["params"] sets stage parameters as `--param` does."""
+    choices = {k: v for k, v in (overrides or {}).items() if k != "params"}
+    chosen = PipelineSpec.from_set(models, precision).with_stages(choices, precision).only(needs)
+    return chosen.with_runtime(**{"tracking": False, **runtime}).with_params((overrides or {}).get("params"))
+
+
+def build(models: str, precision: str, needs: tuple[str, ...], overrides: dict | None = None, **runtime):
+    """The pipeline of spec()."""
     from pipeline.runner import Pipeline
 
-    chosen = {k: v for k, v in (overrides or {}).items() if v}
-    for kind in STAGE_KINDS:
-        if kind not in needs:
-            chosen[kind] = "none"
-    kw.setdefault("tracking", False)
-    return Pipeline.from_set(models, precision, **chosen, **kw)
+    return Pipeline.from_spec(spec(models, precision, needs, overrides, **runtime))
 
 
-def configs(models, precisions, needs, overrides=None, log=print, **kw) -> Iterator[tuple[str, str, object]]:
+def configs(models, precisions, needs, overrides=None, log=print, **runtime) -> Iterator[tuple[str, str, object]]:
     """(set, precision, pipeline or the error text) for every grid cell. A cell that cannot be
     built (e.g. mediapipe has no FP16-INT8) becomes an error row instead of ending the run; the
     evaluator raises only when every cell failed. A malformed --param fails at once."""
-    from pipeline.stages import params
-
-    params.parse((overrides or {}).get("params"))
+    parse_params((overrides or {}).get("params"))
     cells = grid(models, precisions)
     for models_set, precision in cells:
         try:
-            yield models_set, precision, build(models_set, precision, needs, overrides, **kw)
+            yield models_set, precision, build(models_set, precision, needs, overrides, **runtime)
         except EdgegazeError as e:
-            if "unknown model set" in str(e) or len(cells) == 1:  # one cell: its error is the run's one line
+            if getattr(e, "field", None) == "set" or len(cells) == 1:  # one cell: its error is the run's one line
                 raise
             log(f"{models_set} {precision}: skipped ({e})")
             yield models_set, precision, str(e)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline import measures
+from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import common, datasets, metrics, tables
+from pipeline.evaluate import common, datasets, tables
 
 IOU = 0.5
 AP_THRESHOLD = 0.05
@@ -54,7 +56,7 @@ def detect_all(det, ds: datasets.Dataset) -> list[dict]:
 
 def hits_of(images: list[dict], shape=None) -> tuple[np.ndarray, np.ndarray, int]:
     n_gt = int(sum((~im["ignore"]).sum() for im in images))
-    hits = [metrics.match_detections(im["gt"], im["boxes"] if shape is None else shape(im["boxes"]), im["scores"],
+    hits = [measures.match_detections(im["gt"], im["boxes"] if shape is None else shape(im["boxes"]), im["scores"],
                                      IOU, im["ignore"]) for im in images]
     scores = [im["scores"] for im in images]
     return np.concatenate(scores or [np.zeros(0)]), np.concatenate(hits or [np.zeros(0, int)]), n_gt
@@ -70,7 +72,7 @@ def recall_precision(images: list[dict]) -> dict:
 
 def ap_of(images: list[dict], shape=None) -> float:
     scores, hits, n_gt = hits_of(images, shape)
-    return metrics.average_precision(scores, hits, n_gt)["ap"]
+    return measures.average_precision(scores, hits, n_gt)["ap"]
 
 
 def box_fit(images: list[dict]) -> dict:
@@ -78,12 +80,12 @@ def box_fit(images: list[dict]) -> dict:
     rows = []
     for im in images:
         for g in im["gt"]:
-            k = metrics.best_match(im["boxes"], g, 0.3)
+            k = measures.best_match(im["boxes"], g, 0.3)
             if k is not None:
                 b = im["boxes"][k]
                 gw, gh = g[2] - g[0], g[3] - g[1]
                 rows.append([(b[2] - b[0]) / gw, (b[3] - b[1]) / gh, ((b[0] + b[2]) - (g[0] + g[2])) / 2 / gw,
-                             ((b[1] + b[3]) - (g[1] + g[3])) / 2 / gh, metrics.iou_matrix(b, g)[0, 0]])
+                             ((b[1] + b[3]) - (g[1] + g[3])) / 2 / gh, iou_matrix(b, g)[0, 0]])
     if not rows:
         return {"matches": 0}
     med = np.median(rows, axis=0)
@@ -150,7 +152,7 @@ def pr_plot(curves: dict):
 
     fig, ax = plt.subplots(figsize=(5, 4))
     for name, images in curves.items():
-        c = metrics.average_precision(*hits_of(images))
+        c = measures.average_precision(*hits_of(images))
         ax.plot(c["recall"], c["precision"], label=f"{name} (AP {c['ap']:.3f})")
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")

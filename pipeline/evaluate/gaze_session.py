@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import zoo
+from pipeline import measures, zoo
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import common, datasets, metrics, tables
+from pipeline.evaluate import common, datasets, tables
 
 NEEDS = ("face", "landmarks", "head_pose", "gaze")
 MEAN_IPD_MM = 63.0
@@ -112,8 +112,8 @@ def errors(targets: np.ndarray, predictions, screen: dict, distance_mm: float) -
         true = np.repeat(targets[k][None], len(pred), 0)
         e_px = np.hypot(*(pred - true).T)
         e_mm = np.hypot(*((pred - true) * mm_per_px).T)
-        e_deg = metrics.visual_angle_deg(pred, true, mm_per_px, distance_mm, size_px)
-        s_px, s_deg = metrics.rms_spread(pred, mm_per_px, distance_mm, size_px)
+        e_deg = measures.visual_angle_deg(pred, true, mm_per_px, distance_mm, size_px)
+        s_px, s_deg = measures.rms_spread(pred, mm_per_px, distance_mm, size_px)
         px.append(e_px), mm.append(e_mm), deg.append(e_deg), spread_px.append(s_px), spread_deg.append(s_deg)
         per_target.append({"target": k, "x_px": targets[k][0], "y_px": targets[k][1], "samples": len(pred),
                            "mean_pred": pred.mean(0), "predictions": pred, "error_px": e_px.mean(),

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.evaluate import common, datasets, metrics, tables
+from pipeline import measures
+from pipeline.evaluate import common, datasets, tables
 
 DATASETS = ("aflw2000",)
 YAW_BINS = (0.0, 30.0, 60.0, 99.0)
@@ -27,7 +28,7 @@ def pick_face(faces, sample: datasets.PoseSample, shape) -> int | None:
         return None
     boxes = np.array([f.face.box for f in faces])
     if sample.box is not None:
-        return metrics.best_match(boxes, sample.box, MIN_IOU)
+        return measures.best_match(boxes, sample.box, MIN_IOU)
     centre = np.array([shape[1], shape[0]]) / 2.0
     return int(np.argmin(np.linalg.norm((boxes[:, :2] + boxes[:, 2:]) / 2 - centre, axis=1)))
 
@@ -44,7 +45,7 @@ def run_pipeline(pipeline, ds: datasets.Dataset, flip: bool = False) -> list[dic
         if k is not None:
             hp = faces[k].head_pose
             rec["pred"] = [hp.yaw, hp.pitch, hp.roll]
-            rec["signed_error"] = metrics.angle_difference(rec["pred"], rec["true"]).tolist()
+            rec["signed_error"] = measures.angle_difference(rec["pred"], rec["true"]).tolist()
             rec["error"] = np.abs(rec["signed_error"]).tolist()
         out.append(rec)
     return out

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline import measures
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import common, datasets, metrics, tables
+from pipeline.evaluate import common, datasets, tables
 
 # FaceMesh vertex for each ibug point 0..67 (the widely used mesh->dlib correspondence): jaw
 # 0-16, brows 17-26, nose bridge 27-30 (30 = tip, mesh 4 as in the common map; mesh 1 sits a
@@ -63,12 +64,12 @@ def to_five(points: np.ndarray) -> np.ndarray:
 
 
 def face_errors(pred: np.ndarray, true68: np.ndarray) -> dict:
-    norm = metrics.inter_ocular(true68)
-    rec = {"nme_5": metrics.nme(to_five(pred), five_points(true68), norm), "nme_68": None, "nme_51": None}
+    norm = measures.inter_ocular(true68)
+    rec = {"nme_5": measures.nme(to_five(pred), five_points(true68), norm), "nme_68": None, "nme_51": None}
     p68 = to_68(pred)
     if p68 is not None:
-        rec["nme_68"] = metrics.nme(p68, true68, norm)
-        rec["nme_51"] = metrics.nme(p68[INNER], true68[INNER], norm)
+        rec["nme_68"] = measures.nme(p68, true68, norm)
+        rec["nme_51"] = measures.nme(p68[INNER], true68[INNER], norm)
     return rec
 
 
@@ -95,7 +96,7 @@ def run_pipeline(pipeline, ds: datasets.Dataset) -> tuple[list[dict], int]:
             if true68 is None:
                 unlabeled += 1
                 continue
-            k = metrics.best_match(boxes, box, MIN_IOU)
+            k = measures.best_match(boxes, box, MIN_IOU)
             rec = {"image": s.image.name, "box": box.tolist(), "found": k is not None and k not in used}
             if rec["found"]:
                 used.add(k)

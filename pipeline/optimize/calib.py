@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import sources, stages, zoo
+from pipeline import sources, zoo
+from pipeline.builder import stage as zoo_stage  # threads=0 below: OpenVINO's own choice, as calibration always ran
 from pipeline.errors import EdgegazeError
 from pipeline.paths import expand
 from pipeline.results import Face, FaceResult
@@ -140,7 +141,7 @@ class Calibration:
 
     # --- detectors ---------------------------------------------------------------------------
     def _detector_items(self, spec: zoo.ModelSpec) -> Items:
-        det = stages.build(spec.id)
+        det = zoo_stage(spec.id, threads=0)
         out = Items([], [])
         for frames, dest, held in ((self.calib_frames, out.calib, None), (self.val_frames, out.val, "val"),
                                    (self.check_frames, out.check, "check")):
@@ -173,8 +174,8 @@ class Calibration:
         if set_name in self._faces:
             return self._faces[set_name]
         chosen = zoo.sets()[set_name]
-        det = stages.build(chosen["face"])
-        upstream = [(kind, stages.build(chosen[kind])) for kind in UPSTREAM if chosen.get(kind)]
+        det = zoo_stage(chosen["face"], threads=0)
+        upstream = [(kind, zoo_stage(chosen[kind], threads=0)) for kind in UPSTREAM if chosen.get(kind)]
         out = []
         for frames in (self.calib_frames, self.val_frames, self.check_frames):
             per_frame = []
@@ -195,7 +196,7 @@ class Calibration:
 
     def _face_items(self, spec: zoo.ModelSpec) -> Items:
         calib_res, val_res, check_res = self._face_results(spec.set)
-        stage = stages.build(spec.id)
+        stage = zoo_stage(spec.id, threads=0)
 
         def items(frame, result):
             return model_items(stage.compiled, stage.preprocess(frame, result)[0])

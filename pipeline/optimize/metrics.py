@@ -4,9 +4,9 @@ Every metric compares the outputs of a candidate (INT8, mixed, Intel's FP16-INT8
 the FP32 model on the same held-out inputs. The FP32 outputs stand in for ground truth: by the
 triangle inequality the candidate's error against FP32 bounds how much its error against real
 labels can grow, which is what the budget limits. Metrics work on raw outputs in the model's own
-input space, so they cannot drift with a stage's postprocessing. The algorithms (matching, NME,
-angle errors, budget) are here; how a model's raw outputs are read is its stage class's
-`compare_outputs` hook (pipeline/stages), so `compare` never branches on a model.
+input space, so they cannot drift with a stage's postprocessing. The budget is here, the
+measures (matching, NME, angle errors) in pipeline/measures.py; how a model's raw outputs are read
+is its stage class's `compare_outputs` hook (pipeline/stages), so `compare` never branches on a model.
 
 Budget keys (defaults from issue 5; eye state has none there, 2 % flips is edgegaze's choice):
   recall_drop           detectors: share of FP32 faces the candidate misses (IoU < 0.5)
@@ -21,9 +21,6 @@ Budget keys (defaults from issue 5; eye state has none there, 2 % flips is edgeg
 
 from __future__ import annotations
 
-import numpy as np
-
-from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
 
 DEFAULT_BUDGET = {
@@ -43,8 +40,6 @@ BUDGET_KEYS = {
     "gaze": ("gaze_error_deg",),
     "eye_state": ("eye_state_flips",),
 }
-MATCH_IOU = 0.5
-FP_MARGIN = 0.05  # no-face detections within this of the threshold count as false positives
 
 
 def parse_drops(items: list[str] | str | None, valid) -> dict[str, float]:
@@ -91,78 +86,6 @@ def budget_used(metrics: dict, budget: dict) -> float:
             v = float(metrics[k])
             used = max(used, v / limit if limit > 0 else (0.0 if v <= 0 else 1.0 + v))
     return used
-
-
-# --- the algorithms; the model-specific part (reading raw outputs) is the stage class's hook ---
-
-def detector_metrics(ref: list, test: list, ref_noface: list, test_noface: list, input_size: int,
-                     detections, threshold: float) -> dict:
-    """Recall of the FP32 faces, IoU of the matched boxes (and its shortfall from 1), false positives
-    on no-face frames. detections(outputs, input_size, threshold) -> (boxes normalised, scores) is
-    the detector's own decoding; threshold its score threshold."""
-    found, total, ious = 0, 0, []
-    for r_out, t_out in zip(ref, test):
-        rb, _ = detections(r_out, input_size, threshold)
-        tb, _ = detections(t_out, input_size, threshold)
-        total += len(rb)
-        if len(rb) and len(tb):
-            m = iou_matrix(rb, tb)
-            best = m.max(axis=1)
-            found += int((best >= MATCH_IOU).sum())
-            ious += best[best >= MATCH_IOU].tolist()
-    # No-face detections are counted from a little below the threshold: a background score that
-    # INT8 lifts to 0.49 here crosses 0.5 under another thread count or CPU.
-    near = threshold - FP_MARGIN
-    fp_ref = sum(len(detections(o, input_size, near)[0]) for o in ref_noface)
-    fp_test = sum(len(detections(o, input_size, near)[0]) for o in test_noface)
-    recall = found / total if total else 1.0
-    return {
-        "faces": total,
-        "recall": recall,
-        "recall_drop": 1.0 - recall,
-        "mean_iou": float(np.mean(ious)) if ious else 0.0,
-        "box_iou_drop": 1.0 - float(np.mean(ious)) if ious else float(total > 0),
-        "noface_frames": len(ref_noface),
-        "false_positives": fp_test,
-        "new_false_positives": max(0, fp_test - fp_ref),
-    }
-
-
-def landmark_metrics(ref: list, test: list, points) -> dict:
-    """NME: mean point error / inter-ocular distance; points(outputs) -> (points [P, 2], IOD) is the
-    landmark stage's reading of its raw outputs (the IOD is taken from the reference)."""
-    errs = []
-    for r_out, t_out in zip(ref, test):
-        rp, iod = points(r_out)
-        tp, _ = points(t_out)
-        errs.append(np.linalg.norm(tp - rp, axis=1).mean() / max(iod, 1e-6))
-    return {"items": len(errs), "landmark_nme": float(np.mean(errs)), "landmark_nme_p95": float(np.percentile(errs, 95))}
-
-
-def head_pose_metrics(ref: list, test: list) -> dict:
-    """Mean absolute angle difference; every output is one angle in degrees."""
-    diffs = np.array([[float(t.reshape(-1)[0]) - float(r.reshape(-1)[0]) for r, t in zip(r_out, t_out)]
-                      for r_out, t_out in zip(ref, test)])
-    diffs = (diffs + 180.0) % 360.0 - 180.0
-    return {"items": len(diffs), "head_pose_mae_deg": float(np.abs(diffs).mean()),
-            "head_pose_max_deg": float(np.abs(diffs).max())}
-
-
-def angle_deg(a: np.ndarray, b: np.ndarray) -> float:
-    cos = np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12)
-    return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
-
-
-def gaze_metrics(errors_deg: list[float]) -> dict:
-    """Mean and 95th percentile of per-item gaze errors (degrees) the gaze stage computed."""
-    return {"items": len(errors_deg), "gaze_error_deg": float(np.mean(errors_deg)),
-            "gaze_error_p95_deg": float(np.percentile(errors_deg, 95))}
-
-
-def eye_state_metrics(r: np.ndarray, t: np.ndarray) -> dict:
-    """Open/closed flips and probability error of class probabilities [items, classes]."""
-    return {"items": len(r), "eye_state_flips": float((r.argmax(1) != t.argmax(1)).mean()),
-            "eye_state_prob_mae": float(np.abs(r - t).mean())}
 
 
 def compare(model_id: str, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:

@@ -30,7 +30,7 @@ def choose(result: dict) -> tuple[dict | None, dict | None]:
     """(the fastest feasible candidate, the fastest feasible hand-picked one)."""
     metric, rows = result["metric"], [r for r in result["rows"] if r.get("feasible")]
     best = min(rows, key=lambda r: r[metric], default=None)
-    hand = min((r for r in rows if r["candidate"].get("hand_picked")), key=lambda r: r[metric], default=None)
+    hand = min((r for r in rows if r["candidate"].hand_picked), key=lambda r: r[metric], default=None)
     return best, hand
 
 
@@ -40,7 +40,7 @@ def _public(r: dict) -> dict:
         if isinstance(v, dict):
             return {k: clean(x) for k, x in v.items()}
         return None if isinstance(v, float) and not np.isfinite(v) else round(v, 3) if isinstance(v, float) else v
-    return {k: clean(v) for k, v in r.items() if k not in ("faces", "gaze")}
+    return {k: clean(v.as_dict() if k == "candidate" else v) for k, v in r.items() if k not in ("faces", "gaze")}
 
 
 def _markdown(result: dict, best, hand) -> str:
@@ -51,9 +51,9 @@ def _markdown(result: dict, best, hand) -> str:
              "each, decode excluded, one candidate at a time); accuracy vs the default set's FP32 reference "
              f"({', '.join(Path(d).name for d in result['datasets']) or 'videos only'}).", ""]
     if best:
-        lines.append(f"**Chosen:** `{best['candidate']['name']}`: {best['cpu_ms']:.2f} CPU ms, {best['wall_ms']:.2f} ms per frame.")
+        lines.append(f"**Chosen:** `{best['candidate'].name}`: {best['cpu_ms']:.2f} CPU ms, {best['wall_ms']:.2f} ms per frame.")
     if best and hand:
-        lines.append(f"Best hand-picked within budget: `{hand['candidate']['name']}` {hand['cpu_ms']:.2f} CPU ms "
+        lines.append(f"Best hand-picked within budget: `{hand['candidate'].name}` {hand['cpu_ms']:.2f} CPU ms "
                      f"({hand['cpu_ms'] / best['cpu_ms']:.2f}x the chosen one's CPU per frame).")
     if result["missing_int8"]:
         lines.append(f"No INT8 form on disk (searched without it): {', '.join(result['missing_int8'])}.")
@@ -61,10 +61,10 @@ def _markdown(result: dict, best, hand) -> str:
               "|---|---|---|---|---|---|---|---|"]
     for r in sorted(result["rows"], key=lambda r: r.get(m, float("inf"))):
         if "error" in r:
-            lines.append(f"| `{r['candidate']['name']}` | failed: {r['error']} | | | | | | |")
+            lines.append(f"| `{r['candidate'].name}` | failed: {r['error']} | | | | | | |")
             continue
         d = r["drops"]
-        lines.append(f"| `{r['candidate']['name']}`{' (chosen)' if r is best else ''} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | "
+        lines.append(f"| `{r['candidate'].name}`{' (chosen)' if r is best else ''} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | "
                      f"{d.get('head_pose_deg', float('nan')):.2f} | {d['faces_found']:.1f} | {d['gaze_deg']:.2f} | "
                      f"{'yes' if r['feasible'] else 'no'} | {'yes' if r['pareto'] else ''} |")
     return "\n".join(lines) + "\n"
@@ -82,7 +82,7 @@ def _plot(result: dict, best, path: Path) -> None:
     for ax, key in zip(axes[0], keys):
         for r in rows:
             style = dict(marker="*", s=220, c="red", zorder=3) if r is best else \
-                dict(marker="s" if r["candidate"].get("hand_picked") else "o", s=30,
+                dict(marker="s" if r["candidate"].hand_picked else "o", s=30,
                      c="tab:green" if r["feasible"] else "tab:gray", alpha=0.8)
             ax.scatter(r[m], r["drops"].get(key, float("nan")), **style)
         limit = result["budget"]["max_drop"].get(key)
@@ -104,8 +104,8 @@ def write(result: dict, out: str | Path) -> dict:
     mark_front(result["rows"], result["metric"])
     best, hand = choose(result)
     summary = {**{k: v for k, v in result.items() if k != "rows"}, "rows": [_public(r) for r in result["rows"]],
-               "chosen": best["candidate"]["name"] if best else None,
-               "best_hand_picked": hand["candidate"]["name"] if hand else None,
+               "chosen": best["candidate"].name if best else None,
+               "best_hand_picked": hand["candidate"].name if hand else None,
                "cpu_speedup_vs_hand_picked": round(hand["cpu_ms"] / best["cpu_ms"], 3) if best and hand else None}
     atomic_write(out / "pareto.json", json.dumps(summary, indent=1))
     atomic_write(out / "pareto.md", _markdown(result, best, hand))
@@ -118,5 +118,5 @@ def write(result: dict, out: str | Path) -> dict:
         source = {"videos": result["videos"], "datasets": result["datasets"], "max_frames": result["max_frames"] or 0}
         budget = {result["metric"]: result["budget"][result["metric"]],
                   **{f"max_drop_{k}": v for k, v in result["budget"]["max_drop"].items()}}
-        profiles.write(out / "profile.toml", profiles.make(best["candidate"], measured, budget, source))
+        profiles.write(out / "profile.toml", best["candidate"].profile(measured, budget, source))
     return summary

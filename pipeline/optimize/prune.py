@@ -41,7 +41,7 @@ from pipeline.optimize.channels import BLOCK
 from pipeline.optimize.torch_forms import build, check_supported, require_torch, to_ov
 from pipeline.report.flops import weight_stats
 from pipeline.report.latency import interleaved_irs, p50_ms
-from pipeline.report.profile import layer_times_us
+from pipeline.report.layers import layer_times_us
 from pipeline.runtime import BASE_PRECISIONS, compile_model, ir_file
 
 METHODS = ("unstructured", "structured")

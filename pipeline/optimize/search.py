@@ -19,28 +19,62 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pipeline import modelcache, zoo
+from pipeline import measures, modelcache, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
-from pipeline.runner import DEFAULT_SET, DEFAULT_THREADS, check_requires
+from pipeline.profile import Profile, machine
+from pipeline.results import STAGE_KINDS
+from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice
 from pipeline.stages import models_of, of_kind
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
 TOP_CHOICES = {"small": 3, "full": 6}  # phase 1's fastest accurate choices that phase 2 varies
-DEFAULT_RUNTIME = {"tracking": True, "redetect_every": 30, "async_mode": False, "threads": None}
 # The accuracy budget when --max-drop leaves a metric out (docs/reliability.md says why): variants of
 # the reference's own models (FP16, another detector) moved gaze 0.17-0.25 deg and head pose up to
 # 0.4 deg; the other gaze model is 17-23 deg away, the other head-pose model 2.7-5.7 deg worse.
 DEFAULT_MAX_DROP = {"head_pose_deg": 1.0, "faces_found": 2.0, "gaze_deg": 3.0}
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration the search measures: a pipeline spec, and whether a README reader would
+    pick it by hand (a named set at one precision)."""
+
+    spec: PipelineSpec
+    hand_picked: bool = False
+
+    @property
+    def name(self) -> str:
+        """e.g. "fd-short-range@FP16 face-landmark@FP16 mesh iris-landmark@FP16 track30 sync t1"."""
+        rt = self.spec.runtime
+        stages = [(str(c) if models_of(c.id) else c.id).replace("face-detection-", "fd-")  # no model: its id
+                  for c in self.spec.stages.values()]
+        flags = [f"track{rt.redetect_every}" if rt.tracking else "notrack", "async" if rt.async_mode else "sync",
+                 "tauto" if rt.threads == 0 else f"t{rt.threads}"]
+        return " ".join(stages + flags)
+
+    def as_dict(self) -> dict:
+        """For pareto.json: its name, stages and runtime options (from_dict reads it back)."""
+        table = self.spec.to_table()
+        return {"name": self.name, "hand_picked": self.hand_picked, "stages": table["stages"], "runtime": table["runtime"]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Candidate:
+        return cls(PipelineSpec.from_table(d), bool(d.get("hand_picked")))
+
+    def profile(self, measured: dict, budget: dict, source: dict) -> Profile:
+        """Its deployment profile, with what was measured for it here."""
+        return Profile(self.spec, self.name, measured, budget, machine(), source)
+
+
 def set_stages(name: str) -> dict:
     """Stage kind -> implementation of a named zoo set ("none" for a stage it lacks)."""
-    return {k: zoo.sets()[name].get(k) or "none" for k in zoo.STAGES}
+    return {k: zoo.sets()[name].get(k) or "none" for k in STAGE_KINDS}
 
 
 def available(impl: str) -> list[str]:
@@ -63,20 +97,16 @@ def missing_int8(stages: dict) -> list[str]:
     return out
 
 
-def candidate(stages: dict, precision: dict | str, **runtime) -> dict:
-    """One configuration: stages as ID@PRECISION, runtime settings, and a readable name."""
+def candidate(stages: dict, precision: dict | str, **runtime) -> Candidate:
+    """One configuration: stage kind -> id ("none": not run) at a precision (per kind, or one for
+    all; "" for a stage without a model), and runtime options."""
     prec = precision if isinstance(precision, dict) else {k: precision for k in stages}
-    spec = {k: (v if v == "none" or not models_of(v) else f"{v}@{prec[k]}") for k, v in stages.items()}  # no model: its id
-    rt = {**DEFAULT_RUNTIME, **runtime}
-    parts = [spec[k].replace("face-detection-", "fd-") for k in ("face", "landmarks", "head_pose", "gaze", "eye_state")
-             if spec.get(k, "none") != "none"]
-    flags = [("track" + str(rt["redetect_every"])) if rt["tracking"] else "notrack", "async" if rt["async_mode"] else "sync",
-             "tauto" if rt["threads"] == 0 else f"t{rt['threads'] or DEFAULT_THREADS}"]
-    return {"name": " ".join(parts + flags), "stages": spec, **rt}
+    chosen = {k: StageChoice.of(v, prec[k] or "FP32") for k, v in stages.items() if v != "none"}
+    return Candidate(PipelineSpec(chosen, RuntimeOptions(**runtime)))
 
 
-def reference() -> dict:
-    return dict(candidate(set_stages(DEFAULT_SET), "FP32"), hand_picked=True)
+def reference() -> Candidate:
+    return replace(candidate(set_stages(zoo.DEFAULT_SET), "FP32"), hand_picked=True)
 
 
 def _uniform(stages: dict, tag: str) -> dict | None:
@@ -103,17 +133,13 @@ def hand_picked() -> list[dict]:
         for tag in ("FP32", "FP16", "INT8"):
             prec = _uniform(stages, tag)
             if prec is not None:
-                out += [dict(candidate(stages, prec, async_mode=a), hand_picked=True) for a in (False, True)]
+                out += [replace(candidate(stages, prec, async_mode=a), hand_picked=True) for a in (False, True)]
     return out
 
 
 def _fits(chosen: dict) -> bool:
     """The stages' `requires` are met (as when a pipeline is built), e.g. mesh head pose needs FaceMesh."""
-    try:
-        check_requires({k: v for k, v in chosen.items() if v != "none"})
-    except EdgegazeError:
-        return False
-    return True
+    return not candidate(chosen, "FP32").spec.check()
 
 
 def mixes(full: bool) -> list[dict]:
@@ -162,32 +188,31 @@ def _pruned(stages: dict, prec: dict) -> list[dict]:
             for tag in available(impl) if tag and tag not in PRECISIONS]
 
 
-def runtime_variants(c: dict, kind: str = "small") -> list[dict]:
+def runtime_variants(c: Candidate, kind: str = "small") -> list[Candidate]:
     """Phase 2: the runtime settings of one accurate phase-1 candidate (tracking, redetect
     interval, sync/async, threads), which change speed and, through tracking, faces and gaze."""
     tracks = [(True, 30), (True, 10)] + ([(False, 30)] if kind == "full" else [])
-    stages = {k: v.partition("@")[0] for k, v in c["stages"].items()}
-    prec = {k: v.partition("@")[2] for k, v in c["stages"].items()}
-    return [candidate(stages, prec, tracking=t, redetect_every=r, async_mode=a, threads=th)
+    return [Candidate(replace(c.spec, runtime=RuntimeOptions(tracking=t, redetect_every=r, async_mode=a, threads=th)))
             for (t, r), a, th in itertools.product(tracks, (False, True), (0, 1, 2) if kind == "full" else (0, 1))]  # 0: OpenVINO chooses
 
 
-def _unique(cands: list[dict]) -> list[dict]:
+def _unique(cands: list[Candidate]) -> list[Candidate]:
     seen, out = set(), []
     for c in cands:
-        if c["name"] not in seen:
-            seen.add(c["name"])
+        if c.name not in seen:
+            seen.add(c.name)
             out.append(c)
     return out
 
 
 # -- measurements (run inside Ray tasks) -------------------------------------------------------
 
-def _build(c: dict, **kw):
-    from pipeline.runner import Pipeline
+def _build(spec: PipelineSpec):
+    """A candidate's pipeline, in a Ray worker: OpenCV on one thread, as the CLI runs it."""
+    from pipeline.runner import Pipeline, use_one_opencv_thread
 
-    rt = {k: c[k] for k in ("tracking", "redetect_every", "async_mode")}
-    return Pipeline.from_set(DEFAULT_SET, "FP32", threads=c["threads"], **c["stages"], **{**rt, **kw})
+    use_one_opencv_thread()
+    return Pipeline.from_spec(spec)
 
 
 def _decode(videos: list[str], max_frames: int | None) -> list[list]:
@@ -207,10 +232,10 @@ def _largest(fr):
     return None if r.gaze is None else [float(x) for x in r.gaze.vector]
 
 
-def measure_speed(c: dict, videos: list[str], max_frames: int | None, warmup: int = 5) -> dict:
+def measure_speed(c: Candidate, videos: list[str], max_frames: int | None, warmup: int = 5) -> dict:
     """Wall and process-CPU ms per frame over the decoded frames, plus per-frame face/gaze for accuracy."""
     try:
-        pipeline = _build(c)
+        pipeline = _build(c.spec)
         clips = _decode(videos, max_frames)
         for clip in clips:  # warm-up: first inferences allocate and tune
             list(pipeline.run(clip[:warmup]))
@@ -230,13 +255,13 @@ def measure_speed(c: dict, videos: list[str], max_frames: int | None, warmup: in
     return {"frames": n, "wall_ms": wall * 1e3 / n, "cpu_ms": cpu * 1e3 / n, "faces": faces, "gaze": gaze}
 
 
-def measure_headpose(c: dict, datasets_: list[str]) -> dict:
+def measure_headpose(c: Candidate, datasets_: list[str]) -> dict:
     """Head-pose MAE (deg) of the candidate's face/landmarks/head-pose stages on labeled stills."""
     from pipeline.evaluate import datasets, headpose
 
     try:
-        stages = {**c["stages"], "gaze": "none", "eye_state": "none"}
-        pipeline = _build({**c, "stages": stages}, tracking=False, async_mode=False, max_faces=10)
+        spec = c.spec.only(STAGE_KINDS[:3]).with_runtime(tracking=False, async_mode=False, max_faces=10)
+        pipeline = _build(spec)
         rows = [headpose.run_pipeline(pipeline, datasets.load_aflw2000(d).require()) for d in datasets_]
     except EdgegazeError as e:
         return {"error": str(e)}
@@ -258,12 +283,6 @@ def with_default_drops(max_drop: dict, datasets_: list[str]) -> dict:
     return {**{k: v for k, v in DEFAULT_MAX_DROP.items() if k != "head_pose_deg" or datasets_}, **max_drop}
 
 
-def _angle_deg(a, b) -> float:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    cos = np.dot(a, b) / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12)
-    return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
-
-
 def drops_vs(ref: dict, row: dict) -> dict:
     """Accuracy lost against the reference: head-pose MAE up (deg), frames with a face down
     (percentage points), median angle between gaze directions on the same frames (deg)."""
@@ -271,15 +290,15 @@ def drops_vs(ref: dict, row: dict) -> dict:
     if "head_pose_mae" in ref and "head_pose_mae" in row:
         out["head_pose_deg"] = row["head_pose_mae"] - ref["head_pose_mae"]
     out["faces_found"] = 100.0 * (np.mean(ref["faces"]) - np.mean(row["faces"]))
-    angles = [_angle_deg(a, b) for a, b in zip(ref["gaze"], row["gaze"]) if a is not None and b is not None]
+    angles = [measures.angle_deg(a, b) for a, b in zip(ref["gaze"], row["gaze"]) if a is not None and b is not None]
     # the median: on frames where the iris is barely visible the reference's own gaze swings (FP16
     # vs FP32 of the same model differ by up to 95 deg there), and a mean would be those frames
     out["gaze_deg"] = float(np.median(angles)) if angles else float("inf")
     return {k: round(float(v), 3) for k, v in out.items()}
 
 
-def _stage_key(c: dict) -> tuple:
-    return tuple(c["stages"].get(k) for k in ("face", "landmarks", "head_pose"))
+def _stage_key(c: Candidate) -> tuple:
+    return tuple(str(c.spec.stages.get(k)) for k in STAGE_KINDS[:3])
 
 
 def _accuracy_phase(ray, cands: list[dict], datasets_: list[str], done: dict) -> None:
@@ -303,7 +322,7 @@ def _speed_phase(ray, cands: list[dict], videos: list[str], max_frames, log) -> 
     out = []
     for c, ref in zip(cands, refs):
         out.append(ray.get(ref))
-        log(f"  {c['name']}: " + (out[-1].get("error") or f"{out[-1]['cpu_ms']:.1f} CPU ms, {out[-1]['wall_ms']:.1f} ms/frame"))
+        log(f"  {c.name}: " + (out[-1].get("error") or f"{out[-1]['cpu_ms']:.1f} CPU ms, {out[-1]['wall_ms']:.1f} ms/frame"))
     return out
 
 
@@ -356,9 +375,9 @@ def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: f
     if "error" in rows[0]:
         raise EdgegazeError(f"the FP32 reference pipeline failed: {rows[0]['error']}")
     _judge(rows, rows[0], max_drop, metric, limit)
-    seen = {r["candidate"]["name"] for r in rows}
+    seen = {r["candidate"].name for r in rows}
     top = sorted((r for r in rows if r.get("accurate")), key=lambda r: r[metric])[:TOP_CHOICES[kind]]
-    second = [v for r in top for v in runtime_variants(r["candidate"], kind) if v["name"] not in seen]
+    second = [v for r in top for v in runtime_variants(r["candidate"], kind) if v.name not in seen]
     second = _unique(second)[:max_candidates] if max_candidates else _unique(second)
     log(f"phase 2: {len(second)} runtime settings of the {len(top)} fastest accurate choices:")
     more = _measure(ray, second, videos, datasets_, max_frames, accuracy, log)
@@ -366,6 +385,6 @@ def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: f
     cands = first + second
     return {"rows": rows + more, "metric": metric, "budget": {metric: limit, "max_drop": max_drop},
             "videos": videos, "datasets": datasets_, "max_frames": max_frames, "space": kind,
-            "missing_int8": missing_int8({f"{k}{i}": v.partition("@")[0] for i, c in enumerate(cands)
-                                          for k, v in c["stages"].items() if v != "none"}),
+            "missing_int8": missing_int8({f"{k}{i}": choice.id for i, c in enumerate(cands)
+                                          for k, choice in c.spec.stages.items()}),
             "seconds": round(time.perf_counter() - t0, 1)}

@@ -14,10 +14,12 @@ from pipeline.errors import EdgegazeError
 from pipeline.report import energy
 
 
-def _from_profile(profile: dict, params=None):
-    from pipeline import profile as profiles
+def _pipeline(models_set: str, precision: str, params=None, without: tuple[str, ...] = ()):
+    from pipeline.runner import Pipeline
+    from pipeline.spec import PipelineSpec
 
-    return profiles.build_pipeline(profile, async_mode=False, params=params)  # frames are timed one by one here
+    spec = PipelineSpec.from_set(models_set, precision)
+    return Pipeline.from_spec(spec.only(k for k in spec.stages if k not in without).with_params(params))
 
 
 def _split(totals: list[float], infer: list[float], frames: int) -> dict:
@@ -28,21 +30,18 @@ def _split(totals: list[float], infer: list[float], frames: int) -> dict:
 
 
 def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | None = None,
-            meter: energy.Rapl | None = None, idle_w: float = 0.0, profile: dict | None = None, params=None):
+            meter: energy.Rapl | None = None, idle_w: float = 0.0, profile=None, params=None):
     """(run summary, per-stage rows, note, reason it was skipped) for one precision of a set,
-    or for a deployment profile's pipeline."""
-    from pipeline.runner import Pipeline
-
+    or for a deployment profile's pipeline (a profile.Profile)."""
     note = None
-    try:
-        pipe = (Pipeline.from_set(models_set, precision=precision, params=params) if profile is None
-                else _from_profile(profile, params))
+    try:  # frames are timed one by one here: sync
+        pipe = _pipeline(models_set, precision, params) if profile is None else profile.build(params, async_mode=False)
     except EdgegazeError as e:
         if profile is not None:
             raise
         # Eye state is optional (Intel ships no FP16-INT8 open-closed-eye-0001): time the rest.
         try:
-            pipe = Pipeline.from_set(models_set, precision=precision, eye_state="none", params=params)
+            pipe = _pipeline(models_set, precision, params, without=("eye_state",))
             note = f"pipeline {models_set} {precision}: run without the eye-state stage ({e})"
         except EdgegazeError:
             return None, [], None, str(e)
@@ -83,7 +82,7 @@ def measure(models_set: str, precision: str, images: list, cpu_tdp_w: float | No
 
 
 def measure_all(models_set: str, precisions: list[str], images: list, cpu_tdp_w: float | None = None,
-                rapl_root="/sys/class/powercap", idle_w: float = 0.0, profile: dict | None = None,
+                rapl_root="/sys/class/powercap", idle_w: float = 0.0, profile=None,
                 params=None, stop=None) -> tuple[dict, list[str]]:
     """The report's `pipeline` section for every precision, and notes for those that could not run;
     a set `stop` event (Ctrl-C) ends it after the precision in hand."""

@@ -22,8 +22,10 @@ from pipeline import __version__, paths, runtime, sources, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.outputs import stop_on_ctrl_c
 from pipeline.paths import check_out_dir
-from pipeline.report import energy, flops, in_pipeline, latency, profile
-from pipeline.stages import params as stage_params
+from pipeline.profile import Profile
+from pipeline.report import energy, flops, in_pipeline, latency, layers
+from pipeline.results import STAGE_KINDS
+from pipeline.spec import parse_params
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -60,22 +62,20 @@ def read_frames(path: str | Path, n: int) -> list:
     return frames * n if len(frames) == 1 else frames
 
 
-def profile_plan(profile: dict) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
+def profile_plan(profile: Profile) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
     """plan() for a deployment profile: each stage's models at the precision the profile gives it
     (a bundle's: its own IR, no zoo)."""
     items, notes = [], []
-    for stage, impl in profile["stages"].items():
-        impl_id, precision = stages.split_choice(impl, "FP32", stage)  # the tag as `run` reads it
-        if impl_id == "none":
-            continue
-        if "plans" in profile:  # a bundle's own IR, or its parts' (none: a model-free stage)
-            plan = profile["plans"][stage]
-            found = [(p.id, p.ir) for p in (plan, *plan.parts.values()) if p.ir is not None]
+    for stage, choice in profile.spec.stages.items():
+        if profile.bundled:  # a bundle's own IR, or its parts' (none: a model-free stage)
+            keyed = [(stage, choice), *((f"{stage}-{r}", p) for r, p in choice.parts.items())]
+            files = [(c.id, profile.models.files.get(key)) for key, c in keyed]
+            found = [(i, f.ir) for i, f in files if f is not None and f.ir is not None]
         else:  # raises with the command that makes a missing IR
-            found = [(m, runtime.ir_file(m, precision)) for m in stages.models_of(impl_id)]
-        items += [(stage, model_id, precision, ir) for model_id, ir in found]
+            found = [(m, runtime.ir_file(m, choice.precision)) for m in stages.models_of(choice.id)]
+        items += [(stage, model_id, choice.precision, ir) for model_id, ir in found]
         if not found:
-            notes.append(f"{stage}: computed by '{impl_id}', no model to measure")
+            notes.append(f"{stage}: computed by '{choice.id}', no model to measure")
     return items, [], notes
 
 
@@ -88,7 +88,7 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
     if models_set not in all_sets:
         raise EdgegazeError(f"unknown set '{models_set}'; valid sets: {', '.join(all_sets)}")
     items, skipped, notes = [], [], []
-    for stage in zoo.STAGES:
+    for stage in STAGE_KINDS:
         impl = all_sets[models_set].get(stage)
         if not impl:
             continue
@@ -136,7 +136,7 @@ def measure(stage: str, model_id: str, precision: str, ir: Path, frames: list, i
     lat = latency.sync_latency(compiled, inputs, iterations, meter=meter)
     tput_compiled = runtime.compile_model(ir, hint="THROUGHPUT")
     tput = latency.throughput(tput_compiled, inputs, iterations=max(iterations, 4 * 4))
-    prof = profile.profile(runtime.compile_model(ir, hint="LATENCY", profile=True), inputs,
+    prof = layers.profile(runtime.compile_model(ir, hint="LATENCY", profile=True), inputs,
                            iterations=min(iterations, 10))
     try:
         inference_precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
@@ -180,7 +180,7 @@ def totals(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _checked_plan(models_set: str, precisions: list[str], profile: dict | None):
+def _checked_plan(models_set: str, precisions: list[str], profile: Profile | None):
     """plan() or profile_plan(), refusing a plan with nothing to measure; (items, skipped, notes, precisions)."""
     items, skipped, notes = plan(models_set, precisions) if profile is None else profile_plan(profile)
     if not items:  # a report of empty tables, exit 0, said nothing was measured only in its notes
@@ -227,7 +227,7 @@ def _measure_all(items, images, iterations: int, energy_kw: dict, models_set: st
 def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.DEFAULT_SET,
                  precisions: list[str] | tuple[str, ...] = ("FP32",), frames: int = 30, min_iterations: int = 20,
                  cpu_tdp_w: float | None = None, rapl_root: str | Path = "/sys/class/powercap",
-                 progress: bool = True, profile: dict | None = None, params: list[str] | None = None,
+                 progress: bool = True, profile: Profile | None = None, params: list[str] | None = None,
                  log: Callable[[str], object] = print) -> dict:
     """Measure and write report.json, report.md and the plots into `out`; returns the report dict.
     With a deployment profile, its stage models at their own precisions and its pipeline are measured.
@@ -235,7 +235,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.
     A model x precision that does not exist (eye state at FP16-INT8) is skipped, said through `log`."""
     if frames < 1:
         raise EdgegazeError("--frames must be at least 1")
-    params = stage_params.parse(params)  # a bad --param fails before minutes of measuring
+    parse_params(params)  # a bad --param fails before minutes of measuring
     check_out_dir(out, create=False)
     precisions = [p.strip().upper() for p in precisions if p.strip()]
     items, skipped, notes, precisions = _checked_plan(models_set, precisions, profile)

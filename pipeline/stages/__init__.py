@@ -4,24 +4,21 @@ here: "mesh", the head pose computed from the FaceMesh geometry (no model); "mes
 runs a zoo model with a class of its own; and "dual-gaze", which runs zoo models as its `parts`
 (the OMZ gaze network and the iris model, see stages/dual_gaze.py).
 
-`build(impl, precision)` makes a stage from a zoo model id or one of those, with its parameters:
-the zoo's `[models.params]` under any given ones (`--param`, see pipeline.stages.params).
+A stage is built from a StageChoice (pipeline/spec.py) by pipeline/builder.py: its class with the
+zoo's `[models.params]` under the choice's parameters (`--param`), on its compiled model.
 """
 
 from __future__ import annotations
 
-import re
 from importlib import import_module
 
-from pipeline import runtime, zoo
+from pipeline import zoo
 from pipeline.errors import EdgegazeError
+from pipeline.results import STAGE_KINDS
 
 MODEL_FREE = {"mesh": "mesh_pose:MeshHeadPose", "dual-gaze": "dual_gaze:DualGaze"}  # no model of their own
 # Stages with a class of their own that run a zoo model's IR: stage id -> (class, zoo model id)
 ON_MODEL = {"mesh+3ddfa": ("fused_pose:FusedHeadPose", "3ddfa-v2-mb05")}
-# A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
-# tag such as CH20, all upper case on disk (prune upper-cases its --tag, as run does --precision)
-TAG = re.compile(r"[A-Z0-9][A-Z0-9_-]*")
 
 
 def implementations() -> dict[str, str]:
@@ -42,18 +39,6 @@ def model_of(impl: str) -> str | None:
     if impl in MODEL_FREE:
         return None
     return ON_MODEL[impl][1] if impl in ON_MODEL else impl
-
-
-def split_choice(choice: str, precision: str, flag: str = "stage") -> tuple[str, str]:
-    """"ID@TAG" -> (ID, TAG upper-cased, so iris-landmark@fp16 is @FP16); "ID" -> (ID, precision).
-    An empty tag, or one that is not a folder name ('/', '..'), is an error, not a path."""
-    impl, at, tag = choice.partition("@")
-    if at and not TAG.fullmatch(tag.upper()):
-        what = "has an empty precision tag" if not tag else \
-            f"has a bad precision tag '{tag}' (letters, digits, '-' and '_' only)"
-        raise EdgegazeError(f"{flag} {choice} {what}: write {impl}@FP16, {impl}@INT8, an optimized tag such as "
-                            f"{impl}@CH20, or {impl} alone for the --precision of the run")
-    return (impl, tag.upper()) if at else (impl, precision)
 
 
 def stage_class(impl: str):
@@ -91,22 +76,6 @@ def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list
     specs = zoo.select(set_name, model_id)
     if model_id or set_name in (None, "all"):
         return specs
-    stage_ids = [v for k, v in zoo.sets()[set_name].items() if k in zoo.STAGES and v in implementations()]
+    stage_ids = [v for k, v in zoo.sets()[set_name].items() if k in STAGE_KINDS and v in implementations()]
     named = {m for impl in stage_ids for m in models_of(impl)}
     return specs + [m for m in zoo.models().values() if m.id in named and m not in specs]
-
-
-def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None,
-          part_params: dict | None = None, **runtime_kw):
-    """A ready stage: the zoo model `impl` compiled at `precision`, or a stage without a model of
-    its own (its parts built at `precision`, each with its `part_params[id]`); `params`
-    (KEY -> value) over the zoo's parameters for it."""
-    cls = stage_class(impl)
-    settings = {**zoo_params(impl), **(params or {})}
-    cls.settings(settings)  # a bad parameter fails before the compile
-    if cls.parts:
-        return cls({role: build(m, precision, device, (part_params or {}).get(m), **runtime_kw)
-                    for role, m in cls.parts.items()}, **settings)
-    model = model_of(impl)
-    compiled = None if model is None else runtime.load(model, precision, device, **runtime_kw)
-    return cls(compiled, **settings)

@@ -7,6 +7,9 @@ knows stages only through this interface; which model backs a stage is data from
 A stage class also declares, as data, everything else that is particular to its model (like
 OpenVINO model_api's `parameters()`), so that nothing outside its module branches on a model id:
 - `requires`: the stages that must run before it (checked once when a pipeline is built);
+- `inputs`: the IR input tensors it feeds, by name, for a model of several inputs (bound and checked
+  when it is built: preprocess keys each by `self.inp[role]`, so an IR with another input order
+  feeds the same tensors);
 - `outputs`: the IR output tensors it reads, by name (bound and checked when it is built);
 - `parameters`: its settings with type, default and help (`--param`, `[models.params]` in the zoo);
 - the optimizer hooks: `compare_outputs` (quantization metrics of raw outputs against FP32),
@@ -26,7 +29,7 @@ import openvino as ov
 
 from pipeline import runtime
 from pipeline.bounds import Bounds
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, ModelError
 from pipeline.results import Face, FaceResult
 
 # Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
@@ -63,6 +66,19 @@ class Param(Bounds):
         return self.type(text)
 
 
+def _bind(cls, what: str, roles: dict[str, tuple[str, ...]], names: list[set]) -> dict[str, int]:
+    """role -> index of the model's first input (or output) named as the role wants."""
+    bound = {}
+    for role, wanted in roles.items():
+        found = [i for i, n in enumerate(names) if n & set(wanted)]
+        if not found:
+            have = ", ".join(sorted(x for n in names for x in n))
+            raise ModelError(f"{cls.__name__} reads {what} {' or '.join(wanted)}, which this model lacks "
+                             f"(its {what}s: {have}); is it the right model for this stage?")
+        bound[role] = found[0]
+    return bound
+
+
 def _type_name(t: type) -> str:
     return {float: "a number", int: "a whole number", bool: "true or false"}.get(t, t.__name__)
 
@@ -71,6 +87,8 @@ class Stage(ABC):
     kind: ClassVar[str]  # "face", "landmarks", "head_pose", "gaze", "eye_state"
     # stage kind -> the implementation it needs there (None: any), e.g. {"landmarks": None}
     requires: ClassVar[dict[str, str | None]] = {}
+    # role -> the IR input names that can fill it, for a model of several inputs (none: one input)
+    inputs: ClassVar[dict[str, tuple[str, ...]]] = {}
     # role -> the IR output names that can fill it (the models a class runs may name them differently)
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
     parameters: ClassVar[dict[str, Param]] = {}
@@ -96,6 +114,7 @@ class Stage(ABC):
         self.infer_calls = 0
         for key, value in self.settings(params).items():
             setattr(self, key, value)
+        self.inp = self.bind_inputs(compiled) if compiled is not None else {}
         self.out = self.bind_outputs(compiled) if compiled is not None else {}
 
     def use_signals(self, wanted: tuple[str, ...]) -> None:
@@ -119,18 +138,21 @@ class Stage(ABC):
         return out
 
     @classmethod
+    def bind_inputs(cls, compiled: ov.CompiledModel) -> dict[str, int]:
+        """role -> input index, by the IR's input names; a model lacking one, or with an input no role
+        feeds, fails here, not on a frame (or silently, with two inputs swapped)."""
+        bound = _bind(cls, "input", cls.inputs, [i.get_names() for i in compiled.inputs])
+        unfed = sorted(set(range(len(compiled.inputs))) - set(bound.values())) if cls.inputs else []
+        if unfed:
+            names = ", ".join(n for i in unfed for n in sorted(compiled.inputs[i].get_names())[:1])
+            raise ModelError(f"{cls.__name__} feeds no input named {names}, which this model has; is it the right "
+                             "model for this stage?")
+        return bound
+
+    @classmethod
     def bind_outputs(cls, compiled: ov.CompiledModel) -> dict[str, int]:
         """role -> output index, by the IR's output names; a model lacking one fails here, not on a frame."""
-        names = [o.get_names() for o in compiled.outputs]
-        bound = {}
-        for role, wanted in cls.outputs.items():
-            found = [i for i, n in enumerate(names) if n & set(wanted)]
-            if not found:
-                have = ", ".join(sorted(x for n in names for x in n))
-                raise EdgegazeError(f"{cls.__name__} reads output {' or '.join(wanted)}, which this model lacks "
-                                    f"(its outputs: {have}); is it the right model for this stage?")
-            bound[role] = found[0]
-        return bound
+        return _bind(cls, "output", cls.outputs, [o.get_names() for o in compiled.outputs])
 
     def infer(self, inputs: Any) -> list[np.ndarray]:
         """Run the model synchronously; outputs in the model's output order (self.out maps roles to them)."""
@@ -176,9 +198,9 @@ class Detector(Stage):
 
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
-        return metrics.detector_metrics(ref, test, list(ref_noface), list(test_noface), input_size,
+        return measures.detector_metrics(ref, test, list(ref_noface), list(test_noface), input_size,
                                         cls.raw_detections, cls.parameters["score_threshold"].default)
 
 

@@ -54,6 +54,6 @@ class OpenClosedEye(FaceStage):
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
         """Share of eyes whose open/closed decision flips (argmax of the one softmax output)."""
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
-        return metrics.eye_state_metrics(np.array([o[0].reshape(-1) for o in ref]), np.array([o[0].reshape(-1) for o in test]))
+        return measures.eye_state_metrics(np.array([o[0].reshape(-1) for o in ref]), np.array([o[0].reshape(-1) for o in test]))

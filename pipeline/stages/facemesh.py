@@ -170,13 +170,13 @@ class FaceMesh(FaceStage):
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
         """Landmark NME: mean point error / the distance between the outer eye corners."""
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
         def points(out):
             p = cls.raw_mesh(out)[0, :, :2]
             return p, float(np.linalg.norm(p[RIGHT_EYE_CORNERS[0]] - p[LEFT_EYE_CORNERS[0]]))
 
-        return metrics.landmark_metrics(ref, test, points)
+        return measures.landmark_metrics(ref, test, points)
 
     @classmethod
     def distill_error(cls, student, teacher, iod, every_output=False) -> float:

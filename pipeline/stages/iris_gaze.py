@@ -135,7 +135,7 @@ class IrisGaze(FaceStage):
         corners, over the eyeball's iris depth (scaled by the iris radius in the crop), as a
         rotation. Measuring the iris centre alone missed the corners: INT8 moved them, the
         pipeline's gaze moved 4.2 deg on held-out faces, and the iris-only metric said 0.45."""
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
         p = cls.parameters
         depth_per_iris = np.sqrt(p["eyeball_radius_mm"].default ** 2 - p["iris_radius_mm"].default ** 2) \
@@ -144,7 +144,7 @@ class IrisGaze(FaceStage):
         for r_out, t_out in zip(ref, test):
             r, t = (_eye_rotations(o, depth_per_iris) for o in (r_out, t_out))
             errs += np.degrees(np.arccos(np.clip((r * t).sum(-1), -1.0, 1.0))).tolist()
-        return metrics.gaze_metrics(errs)
+        return measures.gaze_metrics(errs)
 
     @classmethod
     def distill_error(cls, student, teacher, iod, every_output=False) -> float:

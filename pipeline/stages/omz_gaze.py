@@ -1,9 +1,10 @@
 """OMZ gaze-estimation-adas-0002: two 60x60 eye patches plus head-pose angles -> gaze vector.
 
-Inputs, by position (names differ between IRs): 0 left_eye_image, 1 right_eye_image,
-2 head_pose_angles [yaw, pitch, roll]. "Left" is the IMAGE left, as in OMZ's gaze demo (its
-98-point landmark path feeds WFLW points 60/64, the eye on the image left, as left_eye_image):
-so input 0 gets the subject's right eye (Landmarks.right_eye) for an ordinary camera image.
+Inputs, by name (bound when the stage is built, so an IR that orders them otherwise is fed the same):
+left_eye_image, right_eye_image, head_pose_angles [yaw, pitch, roll]. "Left" is the IMAGE left, as
+in OMZ's gaze demo (its 98-point landmark path feeds WFLW points 60/64, the eye on the image left,
+as left_eye_image): so left_eye_image gets the subject's right eye (Landmarks.right_eye) for an
+ordinary camera image.
 
 Eye patches are square, centred on the landmark eye centres, 1.8x the eye width (the demo's
 scale on the eye-corner distance); without eye corners the eye width is taken as 0.45x the
@@ -32,6 +33,8 @@ from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
 class OMZGaze(FaceStage):
     kind = "gaze"
     requires = {"landmarks": None, "head_pose": None}
+    inputs = {"image_left_eye": ("left_eye_image",), "image_right_eye": ("right_eye_image",),
+              "angles": ("head_pose_angles",)}
     outputs = {"gaze": ("gaze_vector",)}
     signals = ("network",)
     parameters = {
@@ -42,7 +45,7 @@ class OMZGaze(FaceStage):
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
-        _, self.in_h, self.in_w, _ = compiled.input(0).get_shape()
+        _, self.in_h, self.in_w, _ = compiled.input(self.inp["image_left_eye"]).get_shape()
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Two roll-aligned eye patches (image-left eye first) and the angles; context = roll, eyes."""
@@ -53,7 +56,8 @@ class OMZGaze(FaceStage):
         right = eye_patch(frame, lm.right_eye, sides[0], roll, size)
         left = eye_patch(frame, lm.left_eye, sides[1], roll, size)
         angles = np.array([[hp.yaw, hp.pitch, hp.roll - roll]], np.float32)
-        return {0: right[None], 1: left[None], 2: angles}, (roll, lm.right_eye, lm.left_eye)
+        inputs = {self.inp["image_left_eye"]: right[None], self.inp["image_right_eye"]: left[None], self.inp["angles"]: angles}
+        return inputs, (roll, lm.right_eye, lm.left_eye)
 
     def postprocess(self, outputs, context) -> Gaze:
         roll, right_eye, left_eye = context
@@ -68,9 +72,9 @@ class OMZGaze(FaceStage):
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
         """Angle between the FP32 and the candidate gaze vectors (the one output)."""
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
-        return metrics.gaze_metrics([metrics.angle_deg(r[0].reshape(-1), t[0].reshape(-1)) for r, t in zip(ref, test)])
+        return measures.gaze_metrics([measures.angle_deg(r[0].reshape(-1), t[0].reshape(-1)) for r, t in zip(ref, test)])
 
 
 def eye_sides(lm: Landmarks, scale: float, width_per_iod: float) -> tuple[float, float]:

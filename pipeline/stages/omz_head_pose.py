@@ -52,9 +52,9 @@ class OMZHeadPose(FaceStage):
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
         """Mean absolute angle difference over yaw, pitch and roll (each output one angle, degrees)."""
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
-        return metrics.head_pose_metrics(ref, test)
+        return measures.head_pose_metrics(ref, test)
 
 
 def demo_box(box: np.ndarray) -> np.ndarray:

@@ -55,13 +55,13 @@ class FivePointLandmarks(FaceStage):
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:
         """Landmark NME: mean point error / the distance between the eye centres (points 0 and 1)."""
-        from pipeline.optimize import metrics
+        from pipeline import measures
 
         def points(out):
             p = out[0].reshape(-1, 2)
             return p, float(np.linalg.norm(p[0] - p[1]))
 
-        return metrics.landmark_metrics(ref, test, points)
+        return measures.landmark_metrics(ref, test, points)
 
     @classmethod
     def distill_error(cls, student, teacher, iod, every_output=False) -> float:

@@ -1,5 +1,6 @@
-"""Stage parameters as data: `--param STAGE.KEY=VALUE` parsed and checked against what the stage
-class declares (pipeline.stages.base.Param), and the description `edgegaze models show` prints.
+"""What a stage declares, as `edgegaze models show` prints it: its class, kind, requirements, the
+IR outputs it reads and its parameters (pipeline.stages.base.Param: `--param STAGE.KEY=VALUE`,
+read by pipeline.spec.parse_params).
 
 STAGE is the stage id: a zoo model id (e.g. face-detection-short-range) or a model-free stage
 (mesh). Parameters belong to the class that runs that model, so the same knob can differ between
@@ -9,31 +10,6 @@ two models of one stage kind (BlazeFace's score_threshold vs the SSD's).
 from __future__ import annotations
 
 from pipeline import stages
-from pipeline.errors import EdgegazeError
-
-EXAMPLE = "--param face-detection-short-range.score_threshold=0.7"
-
-
-def parse(items: list[str] | None, classes: dict | None = None) -> dict[str, dict]:
-    """["ID.KEY=VALUE", ...] -> {ID: {KEY: typed value}}, each checked (stage, key, type). `classes`
-    (ID -> stage class): the stages there are where they do not come from the zoo (a bundle)."""
-    out: dict[str, dict] = {}
-    known = (classes if classes is not None else stages.implementations()) if items else {}
-    for item in items or []:
-        left, eq, value = item.partition("=")
-        impl, dot, key = left.strip().partition(".")
-        key = key.strip()
-        if not (eq and dot and impl and key):
-            raise EdgegazeError(f"--param {item}: write STAGE.KEY=VALUE, e.g. {EXAMPLE}")
-        if impl not in known:
-            raise EdgegazeError(f"--param {item}: unknown stage '{impl}'; valid: {', '.join(known)}")
-        try:
-            cls = classes[impl] if classes is not None else stages.stage_class(impl)
-            typed = cls.settings({key: value.strip()})[key]
-        except EdgegazeError as e:
-            raise EdgegazeError(f"--param {item}: {e}") from None
-        out.setdefault(impl, {})[key] = typed
-    return out
 
 
 def describe(impl: str) -> str:
