@@ -106,15 +106,6 @@ def _option(default, help: str, *, profile: bool = False, choices: tuple = (), *
 class RuntimeOptions:
     """How a pipeline runs, as opposed to what runs (its stages)."""
 
-    device: str = _option("CPU", "OpenVINO device: one that `openvino.Core().available_devices` lists (CPU, GPU, "
-                          "NPU), or AUTO")
-    hint: str = _option("LATENCY", "OpenVINO performance hint", choices=("LATENCY", "THROUGHPUT"))
-    # One thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
-    # (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
-    # used less of a core with lower latency; unpaced on an idle machine OpenVINO's choice gave more
-    # frames/s (bench_pipeline, docs/performance.md "Speed").
-    threads: int = _option(1, "inference threads per model (1, measured cheapest here; 0: OpenVINO chooses)",
-                           profile=True, low=0)
     tracking: bool = _option(True, "reuse a face's landmarks as its region in the next frame, so the detector "
                              "runs only when a face is lost or is due (--no-tracking: on every frame)", profile=True)
     redetect_every: int = _option(30, "with tracking: run the detector every N frames", profile=True, low=1)
@@ -124,7 +115,16 @@ class RuntimeOptions:
     async_mode: bool = _option(False, "overlap a frame's head pose and gaze with the next frame's landmarks when "
                                "frames wait (a file): faster where a core is free beside the decoder; a live "
                                "camera's frames run through at once", profile=True)
+    # One thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
+    # (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
+    # used less of a core with lower latency; unpaced on an idle machine OpenVINO's choice gave more
+    # frames/s (bench_pipeline, docs/performance.md "Speed").
+    threads: int = _option(1, "inference threads per model (1, measured cheapest here; 0: OpenVINO chooses)",
+                           profile=True, low=0)
     max_faces: int = _option(1, "most faces followed per frame", low=1)
+    device: str = _option("CPU", "OpenVINO device: one that `openvino.Core().available_devices` lists (CPU, GPU, "
+                          "NPU), or AUTO")
+    hint: str = _option("LATENCY", "OpenVINO performance hint", choices=("LATENCY", "THROUGHPUT"))
 
     @classmethod
     def options(cls) -> dict[str, tuple[type, dict]]:
@@ -292,7 +292,7 @@ class PipelineSpec:
         runtime = {name: getattr(self.runtime, name) for name, (_, meta) in RuntimeOptions.options().items()
                    if meta["profile"]}
         return {"stages": {k: str(self.stages[k]) if k in self.stages else "none" for k in STAGE_KINDS},
-                "runtime": runtime, "params": params, "implementation": implementation}
+                "runtime": runtime, "implementation": implementation, "params": params}
 
     @classmethod
     def from_table(cls, document: Mapping, runtime: RuntimeOptions | None = None) -> PipelineSpec:
