@@ -35,11 +35,10 @@ def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, pr
 
     The other keywords are the spec's (pipeline/spec.py), listed in the signature: a stage kind
     (face, landmarks, head_pose, gaze, eye_state) swaps that stage for a zoo id (mixing sets), an
-    ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none"; a RuntimeOptions field sets
-    how it runs: device, hint, threads (inference threads per model; 0: OpenVINO chooses), tracking
-    (reuse a face's landmarks as the next frame's region; the detector runs every `redetect_every`
-    frames), async_mode (overlap a frame's back half with the next one's front half), max_faces.
-    None takes the default. params: stage parameters, ["STAGE.KEY=VALUE", ...] or {STAGE: {KEY: value}}.
+    ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none"; a RuntimeOptions field
+    (tracking, async_mode, threads, max_faces, device, ...: each declared, with its help, there)
+    sets how it runs. None takes the default. params: stage parameters, ["STAGE.KEY=VALUE", ...]
+    or {STAGE: {KEY: value}}.
     A deployment `profile` (a profile.toml path from `edgegaze optimize pipeline`, a bundle, or one
     load_profile read) sets every stage and the runtime options a profile sets instead.
     Raises ConfigError (an EdgegazeError naming the keyword) for an unknown set, id, precision or parameter."""

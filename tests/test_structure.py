@@ -1,5 +1,6 @@
-"""The package's shape, checked on its source: imports go one way (no cycle among pipeline
-modules, imports inside functions counted too) and no function in pipeline/ is over 60 lines.
+"""The package's shape, checked on its source: imports go one way (down the layers of
+docs/design.md, LAYERS here; no cycle among pipeline modules; imports inside functions counted too)
+and no function in pipeline/ is over 60 lines.
 
 An AST walk, not import-linter: the graph is small, and a function-level `from pipeline import x`
 is an edge like any other (a lazy import only hides a cycle from the interpreter, not from a reader).
@@ -14,6 +15,27 @@ from conftest import ROOT
 
 PACKAGE = ROOT / "pipeline"
 MAX_LINES = 60
+# The layers, top first (docs/design.md): a module imports from its own layer or below. A module is
+# placed by its top-level name in pipeline/ (pipeline.stages.facemesh: "stages"); the package's
+# __init__ ("pipeline": its version and lazy API names) is at the bottom.
+LAYERS = [
+    ("cli", "__main__"),
+    ("api",),
+    ("report", "evaluate", "optimize", "batch", "deploy"),
+    ("control",),
+    ("arguments",),
+    ("profile",),
+    ("bundle",),
+    ("runner", "outputs"),
+    ("builder",),
+    ("spec",),
+    ("stages",),
+    ("runtime",),
+    ("convert",),
+    ("zoo", "modelcache", "sources", "tddfa_net"),
+    ("paths", "errors", "bounds", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
+     "pipeline"),
+]
 
 
 def _module_name(path: Path) -> str:
@@ -90,10 +112,24 @@ def test_no_import_cycle_among_pipeline_modules():
     assert not found, "import cycles (imports inside functions count): " + "; ".join(" <-> ".join(c) for c in found)
 
 
+def layer(module: str) -> int:
+    """The module's layer, 0 at the top; a module in no layer fails, to be placed in LAYERS."""
+    name = module.split(".")[1] if "." in module else module
+    found = [i for i, names in enumerate(LAYERS) if name in names]
+    assert found, f"{module} is in no layer: add '{name}' to LAYERS (tests/test_structure.py) and docs/design.md"
+    return found[0]
+
+
+def test_imports_go_down_the_layers():
+    graph = import_graph()
+    up = sorted(f"{m} -> {i}" for m, imported in graph.items() for i in imported if layer(i) < layer(m))
+    assert not up, "imports that point up the layers (docs/design.md): " + "; ".join(up)
+
+
 def test_the_cycle_check_sees_imports_inside_functions():
     """The check itself: a function-level import closing a loop is a cycle."""
     graph = import_graph()
-    assert "pipeline.zoo" in graph["pipeline.runner"]  # a top-level `from pipeline import ..., zoo, ...`
+    assert "pipeline.builder" in graph["pipeline.runner"]  # a top-level `from pipeline import builder`
     assert "pipeline.control.app" in graph["pipeline.cli.run"]  # only inside _mouse()
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -209,7 +209,7 @@ class FaceStage(Stage):
 
     # A landmark stage whose tracked regions hold without the detector: its confidence tells a lost
     # face (`present`) and its regions do not drift. Else the runner re-anchors tracked faces on the
-    # detector's boxes every redetect_every frames.
+    # detector's boxes at each periodic re-detection (RuntimeOptions).
     tracks_alone: ClassVar[bool] = False
 
     @abstractmethod
