@@ -123,14 +123,16 @@ def add_profile_options(p: argparse.ArgumentParser, what: str, required: bool = 
 
 
 def spec_from_args(args) -> PipelineSpec:
-    """The spec of the pipeline options given (add_pipeline_options'), without --param and --profile
-    (pipeline_from_args adds them)."""
+    """The spec of the pipeline options given (add_pipeline_options'), without --param. With
+    --profile/--bundle its stages are left to the profile (a bundle runs without the zoo)."""
     from pipeline import runtime
 
+    options = RuntimeOptions(**{n: getattr(args, n) for n in RuntimeOptions.options() if hasattr(args, n)})
+    if getattr(args, "profile", None):
+        return PipelineSpec({}, options)
     precision = runtime.check_precision(args.precision, single=True)[0]  # not a hint to prune to 'XYZ'
-    spec = PipelineSpec.from_set(args.models, precision)
-    spec = spec.with_stages({kind: getattr(args, kind, None) for kind in STAGE_KINDS}, precision)
-    return spec.with_runtime(**{n: getattr(args, n) for n in RuntimeOptions.options() if hasattr(args, n)})
+    spec = PipelineSpec.from_set(args.models, precision, options)
+    return spec.with_stages({kind: getattr(args, kind, None) for kind in STAGE_KINDS}, precision)
 
 
 def given_but_replaced(args) -> list[str]:

@@ -58,13 +58,7 @@ class StageChoice:
     def parse(cls, text: str, precision: str = "FP32", where: str = "stage") -> StageChoice:
         """"ID@TAG" (the tag upper-cased: iris-landmark@fp16 is @FP16), or "ID" at `precision`.
         `where` is the field it came from (stages.gaze), for the error."""
-        stage_id, at, tag = str(text).strip().partition("@")
-        if at and not TAG.fullmatch(tag.upper()):
-            what = "has an empty precision tag" if not tag else \
-                f"has a bad precision tag '{tag}' (letters, digits, '-' and '_' only)"
-            raise ConfigError(f"{{{where}={text}}} {what}: write {stage_id}@FP16, {stage_id}@INT8, an optimized tag "
-                              f"such as {stage_id}@CH20, or {stage_id} alone for the pipeline's precision", where)
-        return cls.of(stage_id, tag.upper() if at else precision)
+        return cls.of(*_split(text, precision, where))
 
     @classmethod
     def of(cls, stage_id: str, precision: str = "FP32", **kw) -> StageChoice:
@@ -91,6 +85,18 @@ class StageChoice:
 
     def __str__(self) -> str:
         return f"{self.id}@{self.precision}"
+
+
+def _split(text: str, precision: str, where: str) -> tuple[str, str]:
+    """"ID@TAG" -> (ID, TAG upper-cased); "ID" -> (ID, precision). An empty tag, or one that is not a
+    folder name ('/', '..'), is an error, not a path."""
+    stage_id, at, tag = str(text).strip().partition("@")
+    if at and not TAG.fullmatch(tag.upper()):
+        what = "has an empty precision tag" if not tag else \
+            f"has a bad precision tag '{tag}' (letters, digits, '-' and '_' only)"
+        raise ConfigError(f"{{{where}={text}}} {what}: write {stage_id}@FP16, {stage_id}@INT8, an optimized tag "
+                          f"such as {stage_id}@CH20, or {stage_id} alone for the pipeline's precision", where)
+    return stage_id, tag.upper() if at else precision
 
 
 # -- how it runs ------------------------------------------------------------------------------
@@ -228,10 +234,10 @@ class PipelineSpec:
     def with_params(self, items: Iterable[str] | Mapping[str, Mapping[str, Any]] | None) -> PipelineSpec:
         """Stage parameters over the stages' own: ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}},
         each checked against the class of the stage (or part) with that id."""
+        if not items:
+            return self
         runs = self._runs()
         by_id = parse_params(items, {i: c.stage_class() for i, c in runs.items() if _resolves(c)}, list(runs))
-        if not by_id:
-            return self
 
         def update(c: StageChoice) -> StageChoice:
             return replace(c, params={**c.params, **by_id.get(c.id, {})},
@@ -430,17 +436,14 @@ def _runtime_keys(table: dict) -> dict:
 def _choice_from(kind: str, tables: dict) -> StageChoice:
     """The choice of [stages] `kind`, with its [params] and [implementation] (a bundle's), and its
     parts' (KIND-ROLE keys)."""
-    choice = StageChoice.parse(tables["stages"][kind], "FP32", f"stages.{kind}")
-
-    def own(key: str, c: StageChoice) -> StageChoice:
+    def own(key: str) -> dict:
         params = tables["params"].get(key, {})
         if not isinstance(params, dict):
             raise ConfigError(f"{{params.{key}}} must be a table of parameters, not {params!r}", f"params.{key}")
-        return replace(c, params=dict(params), implementation=tables["implementation"].get(key))
-    choice = own(kind, choice)
-    if choice.implementation:  # its parts are its class's, with theirs
-        choice = StageChoice.of(choice.id, choice.precision, params=choice.params, implementation=choice.implementation)
-    return replace(choice, parts={r: own(f"{kind}-{r}", p) for r, p in choice.parts.items()})
+        return {"params": dict(params), "implementation": tables["implementation"].get(key)}
+    # a bundle names its classes ([implementation]): the zoo is not read for them
+    choice = StageChoice.of(*_split(tables["stages"][kind], "FP32", f"stages.{kind}"), **own(kind))
+    return replace(choice, parts={r: replace(p, **own(f"{kind}-{r}")) for r, p in choice.parts.items()})
 
 
 def toml_name(document: Mapping | None = None) -> Callable[[str, str | None], str]:

@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from conftest import jsonl_frames, mixed_profile, shared_path, synthetic_calibration
+from conftest import ROOT, jsonl_frames, mixed_profile, shared_path, synthetic_calibration
 
 from pipeline.cli import main
 
@@ -156,3 +156,27 @@ def test_a_stage_running_other_models_travels_and_runs_without_the_zoo(swap, fil
     assert frames == jsonl_frames(tmp_path / "p.jsonl") and all(f["faces"][0][reads] for f in frames)
     if reads == "gaze":  # --param reached the part-running stage in the bundle: both signals
         assert all(set(f["faces"][0]["gaze"]["signals"]) == {"network", "iris"} for f in frames)
+
+
+def test_a_bundle_made_before_the_pipeline_spec_runs_as_it_did(zoo_ready, tmp_path, monkeypatch):
+    """tests/unit/data/bundle_profile_v1.toml is a bundle's profile.toml exactly as `edgegaze deploy`
+    wrote it before the pipeline spec (the default set at FP32, --param
+    face-detection-short-range.score_threshold=0.6). In a bundle of the same files it runs, without
+    the zoo, frame for frame as the profile runs."""
+    from pipeline import bundle
+
+    old = ROOT / "tests" / "unit" / "data" / "bundle_profile_v1.toml"
+    profile, video = tmp_path / "profile.toml", str(shared_path(VIDEO))
+    profile.write_text('version = 1\n[stages]\nface = "face-detection-short-range@FP32"\nlandmarks = "face-landmark@FP32"\n'
+                       'head_pose = "mesh"\ngaze = "dual-gaze@FP32"\neye_state = "none"\n')
+    param = ["--param", "face-detection-short-range.score_threshold=0.6"]
+    assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b"), *param]) == 0
+    (tmp_path / "b" / bundle.PROFILE).write_text(old.read_text())
+    manifest = json.loads((tmp_path / "b" / bundle.MANIFEST).read_text())
+    bundle.write_manifest(tmp_path / "b", {k: v for k, v in manifest.items() if k not in ("format", "files")})
+    args = ["--input", video, "--max-frames", "10"]
+    assert main(["run", "--profile", str(profile), *param, *args, "--json", str(tmp_path / "p.jsonl")]) == 0
+    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))  # no manifest from here on
+    assert main(["run", "--bundle", str(tmp_path / "b"), *args, "--json", str(tmp_path / "b.jsonl")]) == 0
+    frames = jsonl_frames(tmp_path / "b.jsonl")
+    assert frames == jsonl_frames(tmp_path / "p.jsonl") and sum(bool(f["faces"]) for f in frames) >= 8
