@@ -44,5 +44,5 @@ def dumps(document: dict) -> str:
     lines = _lines({k: v for k, v in document.items() if not isinstance(v, dict)})
     for name, table in document.items():
         if isinstance(table, dict) and table:
-            lines += ["", f"[{name}]", *_lines(table)]
+            lines += [""] * bool(lines) + [f"[{name}]", *_lines(table)]
     return "\n".join(lines) + "\n"
