@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pipeline.arguments import add_param_option
+from pipeline.arguments import add_param_option, flag
+from pipeline.results import STAGE_KINDS
+
+EVAL_KINDS = STAGE_KINDS[:4]  # the stages an evaluation may swap: eye state is not evaluated
 
 
 def add(sub) -> None:
@@ -17,7 +20,7 @@ def _eval(args) -> int:
     runtime.check_precision(args.precision)
     paths.check_out_dir(args.out, create=False)  # the results are written after the whole evaluation
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
-    kw = {"overrides": {k: getattr(args, k) for k in ("face", "landmarks", "head_pose", "gaze", "params")}}
+    kw = {"overrides": {k: getattr(args, k) for k in (*EVAL_KINDS, "params")}}
     if args.kind == "gaze-session":
         kw.update(video=args.video, steady=not args.all_frames, method=args.calibration)
     else:
@@ -45,8 +48,9 @@ def _add_eval(sub) -> None:
         p.add_argument("--models", default="default", help="comma list of model sets, e.g. default,mediapipe,omz")
         p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
-        for stage in ("face", "landmarks", "head-pose", "gaze"):
-            p.add_argument(f"--{stage}", help=f"{stage} implementation (zoo id), overrides the set's")
+        for kind in EVAL_KINDS:
+            p.add_argument(flag(f"stages.{kind}"), dest=kind, help=f"{kind.replace('_', ' ')} implementation (zoo id), "
+                           "overrides the set's")
         add_param_option(p)
         if kind == "headpose":
             p.add_argument("--flip", action="store_true", help="mirror images and labels (convention check)")

@@ -146,7 +146,7 @@ def mixes(full: bool) -> list[dict]:
     """Per-stage implementations across the zoo's sets: small, each set's detector with each set's
     chain (landmarks, head pose, gaze); full, every detector with every chain of the zoo's
     implementations of those kinds. Only mixes whose stages' requirements are met."""
-    chain = ("landmarks", "head_pose", "gaze")
+    chain = STAGE_KINDS[1:4]  # landmarks, head pose, gaze
     if full:
         faces = of_kind("face")
         chains = list(itertools.product(*map(of_kind, chain)))
