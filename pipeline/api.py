@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import zoo
+from pipeline import builder, zoo
 from pipeline.control import mapping
 from pipeline.control.calibration import Calibration, needs, use_signals
 from pipeline.control.calibration import face_angles as calibration_features
@@ -48,11 +48,11 @@ def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, pr
     spec = PipelineSpec.from_set(models, precision).with_stages({k: v for k, v in choices.items() if k in STAGE_KINDS},
                                                                  precision)
     spec = spec.with_runtime(**{k: v for k, v in choices.items() if k not in STAGE_KINDS and v is not None})
-    source = None
+    models = builder.ZOO
     if profile is not None:
         loaded = profile if isinstance(profile, Profile) else load_profile(profile)
-        spec, source = loaded.over(spec), loaded.models
-    pipe = Pipeline.from_spec(spec.with_params(params), *([source] if source else []))
+        spec, models = loaded.over(spec), loaded.models
+    pipe = Pipeline.from_spec(spec.with_params(params), models)
     if calibration is not None:
         use_signals(pipe, needs(calibration.model))
     return pipe
@@ -83,9 +83,8 @@ def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Pat
     (then EdgegazeError). The result's `validation` holds the errors in px and degrees."""
     from pipeline.control.app import calibrate_recorded
 
-    spec = PipelineSpec.from_set(models, precision).with_stages(stages or {}, precision)
-    return calibrate_recorded(video, targets_csv, screen_json, spec, method=method, out=out, params=params,
-                              max_error_deg=max_error_deg)
+    spec = PipelineSpec.from_set(models, precision).with_stages(stages or {}, precision).with_params(params)
+    return calibrate_recorded(video, targets_csv, screen_json, spec, method=method, out=out, max_error_deg=max_error_deg)
 
 
 def calibration_sample(face: FaceResult) -> np.ndarray | None:

@@ -26,7 +26,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from pipeline import paths, zoo
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, ModelError
 
 try:
     import fcntl
@@ -236,12 +236,12 @@ def how_to_make(model_id: str, precision: str, remake: bool = False) -> str:
     return f"edgegaze models fetch --model {model_id} && edgegaze convert{force} --model {model_id} --precision {precision}"
 
 
-def unusable(model_id: str, precision: str, problem: str) -> EdgegazeError:
+def unusable(model_id: str, precision: str, problem: str) -> ModelError:
     """The error for an IR that is missing or damaged, with the command that (re)makes it."""
     xml = paths.ir_path(model_id, precision)
     if not xml.exists():
-        return EdgegazeError(f"no {precision} IR for {model_id} at {xml}; make it with: {how_to_make(model_id, precision)}")
-    return EdgegazeError(f"the {precision} IR of {model_id} at {xml.parent} is damaged ({problem}); "
+        return ModelError(f"no {precision} IR for {model_id} at {xml}; make it with: {how_to_make(model_id, precision)}")
+    return ModelError(f"the {precision} IR of {model_id} at {xml.parent} is damaged ({problem}); "
                          f"remake it with: {how_to_make(model_id, precision, remake=True)}")
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pipeline import bundle, tomlfile
-from pipeline.builder import ZOO, BundleModels, StageFiles
+from pipeline.builder import ZOO, BundleModels, StageFiles, ZooModels
 from pipeline.errors import ConfigError, EdgegazeError
 from pipeline.paths import atomic_write
 from pipeline.spec import PipelineSpec, RuntimeOptions, toml_name
@@ -61,7 +61,7 @@ class Profile:
     budget: dict = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
     source: dict = field(default_factory=dict)
-    models: object = ZOO  # builder.ZOO, or a bundle's builder.BundleModels
+    models: ZooModels | BundleModels = ZOO  # the zoo, or a bundle's files
     calibration: Path | None = None
 
     @property

@@ -1,7 +1,7 @@
 """Frame sources: a webcam index, a video file, an image or a folder of images.
 
 Every frame comes out as 3-channel uint8 BGR whatever the file held (grayscale, BGRA, 16-bit).
-A bad source is a one-line EdgegazeError before the first frame; a camera that disappears or a
+A bad source is a one-line InputError (an EdgegazeError) before the first frame; a camera that disappears or a
 video that breaks mid-way ends the stream cleanly, and what was skipped is counted and named
 (`skipped()`, `skipped_note()`): unreadable images, frames a video promised but did not decode,
 the error that ended a source early.
@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator
 import cv2
 import numpy as np
 
-from pipeline.errors import EdgegazeError
+from pipeline.errors import InputError
 from pipeline.paths import expand
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
@@ -65,19 +65,19 @@ class Source:
             self.kind = "camera"
             self._cap = cv2.VideoCapture(int(text))
             if not self._cap.isOpened():
-                raise EdgegazeError(f"cannot open camera {text}; check it is connected, or pass a video file or image folder")
+                raise InputError(f"cannot open camera {text}; check it is connected, or pass a video file or image folder")
             return
         path = expand(text, "--input")
         if not path.exists():
-            raise EdgegazeError(f"input not found: {path}; check the path, or pass a webcam index such as 0")
+            raise InputError(f"input not found: {path}; check the path, or pass a webcam index such as 0")
         if path.is_dir():
             self.kind = "images"
             self._images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
             if not self._images:
                 if any(p.suffix.lower() in VIDEO_EXTENSIONS for p in path.iterdir()):
-                    raise EdgegazeError(f"folder {path} holds videos, not images: give one video file, or run a folder "
+                    raise InputError(f"folder {path} holds videos, not images: give one video file, or run a folder "
                                         "of videos with `edgegaze batch --input FOLDER --profile FILE --out DIR`")
-                raise EdgegazeError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}; pass a folder "
+                raise InputError(f"no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in folder {path}; pass a folder "
                                     "of images, an image or a video")
             self.length = len(self._images)
         elif path.suffix.lower() in IMAGE_EXTENSIONS:
@@ -85,13 +85,13 @@ class Source:
             self._images = [path]
             self.length = 1
             if cv2.imread(str(path), cv2.IMREAD_UNCHANGED) is None:
-                raise EdgegazeError(f"cannot read image {path}: not an image or corrupt; pass a readable image")
+                raise InputError(f"cannot read image {path}: not an image or corrupt; pass a readable image")
         else:
             self.kind = "video"
             self._cap = cv2.VideoCapture(str(path))
             ok = self._cap.isOpened() and self._cap.grab()
             if not ok:
-                raise EdgegazeError(f"cannot decode video {path}: not a video or corrupt; pass a video OpenCV reads "
+                raise InputError(f"cannot decode video {path}: not a video or corrupt; pass a video OpenCV reads "
                                     "(e.g. .mp4, .avi), an image or an image folder")
             self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
             self.fps = self._cap.get(cv2.CAP_PROP_FPS) or 30.0
@@ -112,7 +112,7 @@ class Source:
                     continue
                 yield Frame(i, 0.0, to_bgr(image), path.name, still=True)
             if len(self.unreadable) == len(self._images):  # nothing to run on: a failure, not a run of 0 frames
-                raise EdgegazeError(f"no image in {self.src} could be read ({self.skipped_note().removeprefix('skipped ')}); "
+                raise InputError(f"no image in {self.src} could be read ({self.skipped_note().removeprefix('skipped ')}); "
                                     "pass a folder of readable images")
             return
         start, i = time.monotonic(), 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.arguments import spec_from_args
+from pipeline.arguments import pipeline_from_args
 from pipeline.control import calibration as cal
 from pipeline.control import ui
 from pipeline.control.clicks import closed_eyes_source
@@ -62,14 +62,14 @@ def _face(frame_result):
     return max(faces, key=lambda r: float(np.prod(r.face.box[2:] - r.face.box[:2])))
 
 
-def _pipeline(spec, profile=None, params: list[str] | None = None):
-    """The mouse's pipeline: `spec` (None: the default set), or a loaded profile's in its place (a
-    bundle's from its own files), with --param `params` over its stages."""
+def _pipeline(spec, profile=None, params: list[str] | None = None, models=None):
+    """The mouse's pipeline: `spec` (None: the default set) on `models` (None: the zoo), or a loaded
+    profile's in its place (a bundle's from its own files), with --param `params` over its stages."""
     from pipeline import builder
     from pipeline.runner import Pipeline
     from pipeline.spec import PipelineSpec
 
-    spec, models = spec or PipelineSpec.from_set(), builder.ZOO
+    spec, models = spec or PipelineSpec.from_set(), models or builder.ZOO
     if profile is not None:  # a deployment profile (edgegaze optimize pipeline) replaces --models/--gaze ...
         spec, models = profile.over(spec), profile.models
     return Pipeline.from_spec(spec.with_params(params), models)
@@ -87,12 +87,12 @@ def _geometry(o, backend) -> cal.ScreenGeometry:
     return cal.ScreenGeometry(s.width, s.height, *(mm or (None, None)), distance_mm=o.distance_mm)
 
 
-def calibrate_recorded(video, targets_csv, screen_json, spec=None, method="auto", min_samples=5, out=None, user=None,
-                       params=None, max_error_deg=None, log=print):
+def calibrate_recorded(video, targets_csv, screen_json, spec=None, models=None, method="auto", min_samples=5, out=None,
+                       user=None, max_error_deg=None, log=print):
     """Fit and evaluate (leave-one-target-out) a calibration from a recorded session, with the
-    pipeline of `spec` (a PipelineSpec; None: the default set) and --param `params`, as for the live
-    run. One whose error is above `max_error_deg` is not saved to `out` (the live calibration's
-    refusal): the summary is logged, then the refusal raised."""
+    pipeline of `spec` (a PipelineSpec; None: the default set) on `models` (None: the zoo; a
+    bundle's), as for the live run. One whose error is above `max_error_deg` is not saved to `out`
+    (the live calibration's refusal): the summary is logged, then the refusal raised."""
     from pipeline.sources import open_source
 
     if out:  # before the session is run, not when its result is saved; never over one of its inputs
@@ -102,7 +102,7 @@ def calibrate_recorded(video, targets_csv, screen_json, spec=None, method="auto"
     cal.check_targets_on_screen(frame_targets, screen.width_px, screen.height_px, targets_csv)
     source = open_source(video, max_frames=max(frame_targets) + 1)
     cal.check_targets_fit(video, frame_targets, targets_csv, source.promised)  # before the run, where the header tells
-    pipeline = _pipeline(spec, params=params)
+    pipeline = _pipeline(spec, models=models)
     cal.use_signals(pipeline)  # every gaze signal the stage can give: the calibration chooses among them
     frames = ((fr.index, fr.timestamp, _face(fr)) for fr in pipeline.run(source))
     points, samples = cal.samples_from_session(frames, frame_targets)
@@ -293,8 +293,9 @@ def mouse_command(a) -> int:
     if a.calibrate_from:
         if not (a.targets_csv and a.screen):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
-        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, spec_from_args(a), method=a.calibration_model,
-                               out=a.calibration, user=a.user, params=a.params, max_error_deg=a.max_calibration_error)
+        spec, models, _ = pipeline_from_args(a)
+        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, spec, models, method=a.calibration_model,
+                               out=a.calibration, user=a.user, max_error_deg=a.max_calibration_error)
         print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
         if reason := cal.error_too_large(c, a.max_calibration_error):
             print(f"above the limit: {reason}; the mouse would refuse this calibration")
