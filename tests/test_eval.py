@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline import measures
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import datasets, gaze_session, headpose, landmarks, metrics
+from pipeline.evaluate import datasets, gaze_session, headpose, landmarks
 from conftest import sample_rows, shared_path
 
 SESSION = Path(__file__).parent / "data" / "gaze_session"
@@ -139,7 +140,7 @@ def test_nme_of_a_known_shift():
     true = np.random.default_rng(0).uniform(0, 100, (68, 2))
     true[36], true[45] = [20, 50], [80, 50]  # inter-ocular distance 60 px
     shifted = true + [3.0, 4.0]  # every point 5 px off
-    assert metrics.nme(shifted, true, metrics.inter_ocular(true)) == pytest.approx(5 / 60)
+    assert measures.nme(shifted, true, measures.inter_ocular(true)) == pytest.approx(5 / 60)
     err = landmarks.face_errors(landmarks.five_points(shifted), true)
     assert err["nme_5"] == pytest.approx(5 / 60) and err["nme_68"] is None
     mesh = np.zeros((468, 3))
@@ -150,7 +151,7 @@ def test_nme_of_a_known_shift():
 
 def test_mae_of_a_rotated_pose():
     def sample(pred, true):
-        d = metrics.angle_difference(pred, true)
+        d = measures.angle_difference(pred, true)
         return {"true": true, "error": np.abs(d).tolist(), "signed_error": d.tolist()}
 
     samples = [sample([20.0, -5.0, 1.0], [10.0, -5.0, 3.0]), sample([-175.0, 0, 0], [170.0, 0, 0]),
@@ -165,17 +166,17 @@ def test_average_precision_hand_made():
     gt = np.array([[0, 0, 10, 10], [20, 0, 30, 10], [40, 0, 50, 10]], float)
     det = np.array([[0, 0, 10, 10], [60, 0, 70, 10], [20, 0, 30, 10], [0, 0, 10, 10]], float)
     scores = np.array([0.9, 0.8, 0.7, 0.6])
-    hits = metrics.match_detections(gt, det, scores, 0.5)
+    hits = measures.match_detections(gt, det, scores, 0.5)
     assert hits.tolist() == [1, 0, 1, 0]  # a duplicate of a matched face is a false positive
     # recall 1/3 at precision 1, 2/3 at precision 2/3: AP = 1/3 * 1 + 1/3 * 2/3
-    assert metrics.average_precision(scores, hits, 3)["ap"] == pytest.approx(1 / 3 + 2 / 9)
-    ignored = metrics.match_detections(gt, det[1:2] * 0 + [[40, 0, 50, 10]], [0.5], 0.5, ignore=[False, False, True])
+    assert measures.average_precision(scores, hits, 3)["ap"] == pytest.approx(1 / 3 + 2 / 9)
+    ignored = measures.match_detections(gt, det[1:2] * 0 + [[40, 0, 50, 10]], [0.5], 0.5, ignore=[False, False, True])
     assert ignored.tolist() == [-1]
 
 
 def test_visual_angle():
     # 1 mm per px, eye 600 mm in front of the centre of a 1000x1000 px screen
-    deg = metrics.visual_angle_deg([[600, 500]], [[500, 500]], np.array([1.0, 1.0]), 600, np.array([1000, 1000]))
+    deg = measures.visual_angle_deg([[600, 500]], [[500, 500]], np.array([1.0, 1.0]), 600, np.array([1000, 1000]))
     assert deg[0] == pytest.approx(np.degrees(np.arctan(100 / 600)))
 
 
@@ -214,8 +215,8 @@ def test_headpose_mirror_negates_yaw_and_roll(omz_headpose):
     for run in (plain, mirrored):
         pred, true = np.array([s["pred"] for s in run]), np.array([s["true"] for s in run])
         for axis in range(3):
-            right = metrics.angle_error(pred[:, axis], true[:, axis]).mean()
-            wrong = metrics.angle_error(pred[:, axis], -true[:, axis]).mean()
+            right = measures.angle_error(pred[:, axis], true[:, axis]).mean()
+            wrong = measures.angle_error(pred[:, axis], -true[:, axis]).mean()
             assert right < wrong, ("yaw", "pitch", "roll")[axis]
     row = headpose.summarise(plain)
     assert row["mae"] < 20  # published OMZ model: ~5 deg on BIWI; AFLW2000 is harder

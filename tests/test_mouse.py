@@ -429,6 +429,7 @@ def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_
     from pipeline.control import calibration as cal
     from pipeline.control.options import add_mouse_arguments, options_from_args
     from pipeline.sources import open_source
+    from pipeline.spec import PipelineSpec
 
     targets, screen = _write_session(tmp_path)
     chosen = app.calibrate_recorded(str(shared_path(UDACITY)), targets, screen, min_samples=2, log=lambda *_: None)
@@ -446,7 +447,7 @@ def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_
     p = argparse.ArgumentParser()
     add_mouse_arguments(p)
     for signal in ("network", "iris"):
-        pipe = real("default", "FP32", "CPU")
+        pipe = real(None)  # the default set
         cal.use_signals(pipe)
         video = open_source(str(shared_path(UDACITY)), max_frames=max(session) + 1)
         frames = ((fr.index, fr.timestamp, app._face(fr)) for fr in pipe.run(video))
@@ -457,7 +458,7 @@ def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_
         path = cal.Calibration(cal.ScreenGeometry(W, H, 344, 215, 600), model, "t").save(tmp_path / f"{signal}.json")
         o = options_from_args(p.parse_args(["--input", str(shared_path(UDACITY)), "--mode", "gaze", "--calibration",
                                             str(path), "--dry-run", "--screen-size", f"{W}x{H}", "--max-frames", "60"]))
-        assert o.models == "default"
+        assert o.pipeline.names == PipelineSpec.from_set("default").names
         lines = []
         summary = app.run_mouse(o, log=lines.append)
         gaze = built[-1].back["gaze"]

@@ -32,8 +32,9 @@ def test_every_zoo_model_has_a_stage_class_of_its_kind():
         assert stages.stage_class(impl).kind == zoo.get(model).stage
 
 
-def test_declared_outputs_exist_in_every_converted_ir(zoo_ready):
-    """Each stage binds its outputs by name: every IR on disk (converted, INT8, Intel's, pruned) has them."""
+def test_declared_inputs_and_outputs_exist_in_every_converted_ir(zoo_ready):
+    """Each stage binds its inputs (where it declares them) and outputs by name: every IR on disk
+    (converted, INT8, Intel's, pruned) has them, and a stage that declares inputs feeds every one."""
     from pipeline import paths, stages, zoo
     from pipeline.runtime import core
 
@@ -43,9 +44,12 @@ def test_declared_outputs_exist_in_every_converted_ir(zoo_ready):
         folders = [d for d in sorted(paths.ir_dir(spec.id, "FP32").parent.iterdir()) if (d / f"{spec.id}.xml").exists()]
         assert {d.name for d in folders} >= set(spec.precisions), spec.id  # converted (zoo_ready)
         for d in folders:
-            names = set().union(*(o.get_names() for o in core().read_model(str(d / f"{spec.id}.xml")).outputs))
+            model = core().read_model(str(d / f"{spec.id}.xml"))
+            names = set().union(*(o.get_names() for o in model.outputs))
             for role, wanted in cls.outputs.items():
                 assert names & set(wanted), (spec.id, d.name, role, wanted, names)
+            fed = [i for i, x in enumerate(model.inputs) if any(x.get_names() & set(w) for w in cls.inputs.values())]
+            assert not cls.inputs or len(fed) == len(model.inputs) == len(cls.inputs), (spec.id, d.name)
             checked += 1
     assert checked >= 20
 

@@ -48,8 +48,8 @@ def _add_eval(sub) -> None:
         p.add_argument("--models", default="default", help="comma list of model sets, e.g. default,mediapipe,omz")
         p.add_argument("--precision", default="FP32", help="comma list, e.g. FP32,FP16-INT8")
         p.add_argument("--out", default=f"results/eval/{kind}", help="folder for the JSON, Markdown and PNG")
-        for kind in EVAL_KINDS:
-            p.add_argument(flag(f"stages.{kind}"), dest=kind, help=f"{kind.replace('_', ' ')} implementation (zoo id), "
+        for stage in EVAL_KINDS:
+            p.add_argument(flag(f"stages.{stage}"), dest=stage, help=f"{stage.replace('_', ' ')} implementation (zoo id), "
                            "overrides the set's")
         add_param_option(p)
         if kind == "headpose":
