@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,9 +44,8 @@ def run_batches(out: Path, profile_path: Path, frames: int, repeats: int) -> lis
 
     one_thread = out / "profile_threads1.toml"
     p = profiles.load(profile_path)
-    p_threads = p["runtime"].get("threads")
-    p["runtime"]["threads"] = 1
-    profiles.write(one_thread, p)
+    p_threads = p.spec.runtime.threads
+    profiles.write(one_thread, replace(p, spec=p.spec.with_runtime(threads=1)))
     rows = []
     for rep in range(repeats):
         variants = [(profile_path, "chosen")] + ([(one_thread, "chosen, 1 thread")] if p_threads != 1 else [])
