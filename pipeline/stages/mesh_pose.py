@@ -51,6 +51,7 @@ from pipeline.stages.base import FaceStage, Param
 
 CANONICAL_FILE = Path(__file__).with_name("mesh_canonical.json")
 HFOV_DEG = 60.0  # assumed horizontal field of view of the camera (typical webcams: 55-78 deg)
+TRACK_KEY = "mesh"  # in Face.track: (landmarks, frame size, the pose fitted to them)
 
 
 @functools.cache
@@ -132,6 +133,16 @@ class MeshHeadPose(FaceStage):
 
     def __init__(self, compiled: Any = None, **params):
         super().__init__(None, **params)
+
+    def __call__(self, frame: np.ndarray, result: FaceResult) -> HeadPose:
+        """The fit, or the last one where the landmarks are the same (a still face whose FaceMesh
+        landmarks were kept: stages/facemesh.py), kept in the face's track."""
+        kept = result.face.track.get(TRACK_KEY)
+        if kept is not None and kept[0] is result.landmarks and kept[1] == frame.shape[:2]:
+            return kept[2]
+        pose = super().__call__(frame, result)
+        result.face.track[TRACK_KEY] = (result.landmarks, frame.shape[:2], pose)
+        return pose
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """The rigid subset's 2-D points, and the camera matrix of this frame."""
