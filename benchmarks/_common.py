@@ -50,6 +50,13 @@ def default_pipeline() -> dict:
     return dict(models="default", async_mode=RUN_ASYNC)
 
 
+def every_frame_default() -> dict:
+    """The default pipeline as it ran before issue 38 (the baseline a gain is measured against in the same
+    run): FaceMesh on every frame (its skip rule off) and the gaze network at FP32 (computed in bf16),
+    not at the set's own precision."""
+    return dict(default_pipeline(), gaze="dual-gaze@FP32", params=["face-landmark.still_motion=0"])
+
+
 def stages_of(pipe) -> list:
     """Every stage of a pipeline, and the stages a stage runs as its parts (any Stage it holds)."""
     from pipeline.stages.base import Stage

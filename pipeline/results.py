@@ -16,6 +16,7 @@ Conventions (written once, also in docs/run.md):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,10 +73,12 @@ class Gaze:
 
     @staticmethod
     def angles(v: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """(unit vector, yaw, pitch in degrees) of a gaze along v."""
-        v = np.asarray(v, dtype=np.float64)
-        v = v / (np.linalg.norm(v) + 1e-12)
-        return v, float(np.degrees(np.arctan2(v[0], v[2]))), float(np.degrees(np.arcsin(np.clip(v[1], -1.0, 1.0))))
+        """(unit vector, yaw, pitch in degrees) of a gaze along v (plain floats: NumPy's calls on three
+        numbers cost more than the arithmetic, ~0.02 ms a frame)."""
+        x, y, z = (float(c) for c in v)
+        n = math.sqrt(x * x + y * y + z * z) + 1e-12
+        x, y, z = x / n, y / n, z / n
+        return np.array([x, y, z]), math.degrees(math.atan2(x, z)), math.degrees(math.asin(min(max(y, -1.0), 1.0)))
 
     @staticmethod
     def from_vector(v: np.ndarray, signal: str = "", **kw) -> "Gaze":

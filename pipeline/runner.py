@@ -197,10 +197,11 @@ class Pipeline:
         params = check_params(params, ids)
         built = {}
         for kind, (impl, own) in split.items():
+            mine = stages.run_precisions(models, chosen[kind], precision)  # a model the set runs at its own
             for model in stages.models_of(impl) if prepare else ():
-                convert.prepare(model, own)
+                convert.prepare(model, mine.get(model, own))
             built[kind] = stages.build(impl, own, device, params=params.get(impl), part_params=params, hint=hint,
-                                       threads=DEFAULT_THREADS if threads is None else threads)
+                                       threads=DEFAULT_THREADS if threads is None else threads, precisions=mine)
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), names=chosen, **kw)
 

@@ -219,10 +219,12 @@ def test_source_without_faces_stops_before_writing(home, reports, tmp_path):
         cv2.imwrite(str(tmp_path / f"{i:02d}.jpg"), frame[:, :200])
     before = paths.ir_path("face-detection-retail-0004", "INT8").stat().st_mtime_ns
     with pytest.raises(EdgegazeError, match="finds a face in only 0 of"):
-        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path, subset=8, out=tmp_path / "r", log=lambda *_: None)
+        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path, subset=8, log=lambda *_: None,
+                          options=quantize.QuantizeOptions(out=tmp_path / "r"))
     assert paths.ir_path("face-detection-retail-0004", "INT8").stat().st_mtime_ns == before
     with pytest.raises(EdgegazeError, match="readable frame"):
-        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path / "00.jpg", out=tmp_path / "r")
+        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path / "00.jpg",
+                          options=quantize.QuantizeOptions(out=tmp_path / "r"))
 
 
 def test_cli_bad_input_is_one_line(home, tmp_path):

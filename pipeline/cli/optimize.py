@@ -15,11 +15,13 @@ def add(sub) -> None:
 
 
 def _optimize_quantize(args) -> int:
-    from pipeline.optimize import quantize
+    from pipeline.optimize import metrics, quantize
 
-    reports = quantize.quantize(_selected_set(args), args.model, args.calib, subset=args.subset, preset=args.preset,
-                                max_drop=args.max_drop, ignore=args.ignore, full_sensitivity=args.sensitivity,
-                                force=args.force, out=args.out, check=args.check)
+    options = quantize.QuantizeOptions(preset=args.preset, budget=metrics.parse_budget(args.max_drop),
+                                       ignore=tuple(args.ignore or ()), full_sensitivity=args.sensitivity,
+                                       force=args.force, out=args.out, train=args.train, lr=args.lr, seed=args.seed)
+    reports = quantize.quantize(_selected_set(args), args.model, args.calib, options, subset=args.subset,
+                                check=args.check)
     print(quantize.summary_markdown(reports), end="")
     return 0 if all(not r.get("violations") for r in reports) else 1
 
@@ -76,6 +78,11 @@ def _add_quantize(optimize) -> None:
     p.add_argument("--ignore", action="append", metavar="PATTERN", help="regex of layer names NNCF leaves in FP32 (repeatable)")
     p.add_argument("--sensitivity", action="store_true", help="also write the full per-layer sensitivity table and PNG")
     p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")
+    p.add_argument("--train", type=int_at_least(1), default=0, metavar="STEPS",
+                   help="quantization-aware training: NNCF's INT8 of the model's PyTorch form fine-tuned by distillation "
+                   "from FP32 for STEPS steps (batch 16) on the calibration items (needs the torch extra)")
+    p.add_argument("--lr", type=number(above=0), default=1e-5, help="--train: learning rate (default 1e-5)")
+    p.add_argument("--seed", type=int, default=0, help="--train: seed of the crops drawn and how they are moved")
     p.add_argument("--out", default="results/quantize", help="report folder")
     p.set_defaults(func=_optimize_quantize)
 

@@ -85,6 +85,15 @@ def models_of(impl: str) -> list[str]:
     return [own] if own else list(stage_class(impl).parts.values())
 
 
+def run_precisions(set_name: str, choice: str, precision: str) -> dict[str, str]:
+    """The models of stage `choice` ("ID" or "ID@TAG") that run at the set's own precision, not at the
+    run's `precision`: the set's (zoo.set_precisions) at the FP32 base, where the stage is not named with a tag."""
+    if precision != "FP32" or "@" in choice:
+        return {}
+    mine = zoo.set_precisions(set_name)
+    return {m: mine[m] for m in models_of(choice) if m in mine}
+
+
 def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list[zoo.ModelSpec]:
     """zoo.select (--model, --set), where a set also brings every zoo model its stages run: the
     default set names the models of the mediapipe set and dual-gaze, whose parts are omz models."""
@@ -97,16 +106,18 @@ def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list
 
 
 def build(impl: str, precision: str = "FP32", device: str = "CPU", params: dict | None = None,
-          part_params: dict | None = None, **runtime_kw):
+          part_params: dict | None = None, precisions: dict | None = None, **runtime_kw):
     """A ready stage: the zoo model `impl` compiled at `precision`, or a stage without a model of
     its own (its parts built at `precision`, each with its `part_params[id]`); `params`
-    (KEY -> value) over the zoo's parameters for it."""
+    (KEY -> value) over the zoo's parameters for it; `precisions` (model id -> tag): models that
+    run at a precision of their own instead (a set's, zoo.set_precisions)."""
     cls = stage_class(impl)
     settings = {**zoo_params(impl), **(params or {})}
     cls.settings(settings)  # a bad parameter fails before the compile
+    own = precisions or {}
     if cls.parts:
-        return cls({role: build(m, precision, device, (part_params or {}).get(m), **runtime_kw)
+        return cls({role: build(m, own.get(m, precision), device, (part_params or {}).get(m), **runtime_kw)
                     for role, m in cls.parts.items()}, **settings)
     model = model_of(impl)
-    compiled = None if model is None else runtime.load(model, precision, device, **runtime_kw)
+    compiled = None if model is None else runtime.load(model, own.get(model, precision), device, **runtime_kw)
     return cls(compiled, **settings)

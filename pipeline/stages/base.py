@@ -85,6 +85,8 @@ class Stage(ABC):
     distill_focus: ClassVar[tuple[tuple[int, tuple[int, ...]], ...]] = ()
     # a gaze stage: whether its results carry the eyelids (Gaze.eye_contours) that tell closed eyes
     sees_lids: bool = False
+    # optimizer hook (INT8): regexes of layers NNCF always leaves in float for this model, post-training and QAT
+    int8_float_layers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, compiled: ov.CompiledModel | None, **params):
         self.compiled = compiled

@@ -41,6 +41,8 @@ LEFT_EYE_CORNERS = (263, 362)  # outer, inner
 RIGHT_EYE_CONTOUR = (33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173)
 LEFT_EYE_CONTOUR = (263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398)
 POINTS = 468
+_RIGHT_CONTOUR, _LEFT_CONTOUR = np.array(RIGHT_EYE_CONTOUR), np.array(LEFT_EYE_CONTOUR)
+_CORNERS = np.array([RIGHT_EYE_CORNERS, LEFT_EYE_CORNERS])  # (2, 2) indices: [right, left] x [outer, inner]
 TRACK_KEY = "facemesh"  # what the stage keeps in Face.track: the last run's landmarks and thumbnail
 THUMB = (48, 24)  # thumbnail of the eye band, pixels (width, height)
 
@@ -201,18 +203,14 @@ class FaceMesh(FaceStage):
     def postprocess(self, outputs: list[np.ndarray], context: np.ndarray) -> Landmarks:
         mesh, presence = outputs[self.out["mesh"]], outputs[self.out["presence"]]
         pts = mesh.reshape(-1, 3).astype(np.float64)
-        xy = apply(context, pts)
-        z = pts[:, 2:] * np.sqrt(abs(np.linalg.det(context[:, :2])))  # same pixel scale as x and y
-        points = np.hstack([xy, z])
-        score = float(1.0 / (1.0 + np.exp(-float(presence.ravel()[0]))))
-        corners = np.stack([xy[list(RIGHT_EYE_CORNERS)], xy[list(LEFT_EYE_CORNERS)]])
-        return Landmarks(
-            points=points,
-            score=score,
-            right_eye=xy[list(RIGHT_EYE_CONTOUR)].mean(0),
-            left_eye=xy[list(LEFT_EYE_CONTOUR)].mean(0),
-            eye_corners=corners,
-        )
+        (a, b, _), (c, d, _) = context.tolist()  # plain floats: NumPy's det of a 2 x 2 cost more than the rest
+        points = np.empty_like(pts)
+        points[:, :2] = apply(context, pts)
+        points[:, 2] = pts[:, 2] * math.sqrt(abs(a * d - b * c))  # same pixel scale as x and y
+        xy = points[:, :2]
+        score = 1.0 / (1.0 + math.exp(-float(presence.flat[0])))
+        return Landmarks(points=points, score=score, right_eye=xy[_RIGHT_CONTOUR].mean(0),
+                         left_eye=xy[_LEFT_CONTOUR].mean(0), eye_corners=xy[_CORNERS])
 
     def present(self, landmarks: Landmarks) -> bool:
         return landmarks.score >= self.presence_threshold
