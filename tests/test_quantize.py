@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from conftest import read_frames, shared_path
+from conftest import need, read_frames, shared_path
 
 WEBCAM = "video/webcam_640x480.mp4"
 # one model of every stage kind; the BlazeFace detector shows folded TFLite depthwise weights quantize
@@ -270,3 +270,33 @@ def test_several_calibration_sources_share_the_frames():
     for frames in (cal.calib_frames, cal.val_frames, cal.check_frames):
         assert {f.shape[:2] for f in frames} == {(480, 640), (1080, 1920)}
     assert len(cal.calib_frames) == 16 and len(cal.sources) == 2
+
+
+def test_quantization_aware_training_writes_a_drop_in_int8(home, cal, tmp_path):
+    """--train: NNCF's INT8 of the gaze network's PyTorch form, distilled from FP32 on the eyes the
+    default set gives it, written as a drop-in INT8 IR (the FP32 IR's inputs and outputs) beside its
+    source form, with the post-training INT8 in the same report."""
+    need("torch")
+    import openvino as ov
+
+    from pipeline import convert, paths, zoo
+    from pipeline.optimize import quantize
+
+    spec = zoo.get("gaze-estimation-adas-0002")
+    options = quantize.QuantizeOptions(train=20, lr=2e-5, budget={"gaze_error_deg": 5.0}, latency=False, out=tmp_path,
+                                       force=True)
+    report = quantize.quantize_model(spec, cal, options, log=lambda *_: None, for_set="default")
+    assert report["status"] == "INT8 (QAT)", report.get("reason")
+    assert [a["items"] for a in report["attempts"]] == ["all held-out", "all held-out, QAT 20 steps", quantize.CHECK_ITEMS]
+    qat = report["qat"]
+    assert qat["calibration_error_after"] < qat["calibration_error_before"]  # distillation moved it toward FP32
+    assert report["metrics"]["gaze_error_deg"] < 5.0  # on items of later frames no step saw
+    core = ov.Core()
+    int8, fp32 = (core.read_model(str(paths.ir_path(spec.id, p))) for p in ("INT8", "FP32"))
+    assert [(i.get_any_name(), i.get_element_type(), i.get_shape()) for i in int8.inputs] == \
+        [(i.get_any_name(), i.get_element_type(), i.get_shape()) for i in fp32.inputs]
+    assert int8.outputs[0].get_names() == fp32.outputs[0].get_names()
+    assert any(op.get_type_name() == "FakeQuantize" for op in int8.get_ordered_ops())
+    assert "20 steps" in convert.provenance_of(spec.id, "INT8")["qat"]
+    source = core.read_model(str(tmp_path / spec.id / "source" / f"{spec.id}.xml"))  # float input, as a zoo ships
+    assert source.inputs[0].get_element_type() == ov.Type.f32 and list(source.inputs[0].get_shape()) == [1, 3, 60, 60]

@@ -80,11 +80,13 @@ def train(spec: zoo.ModelSpec, items: list, steps: int, preset, lr: float = 1e-5
     scope = nncf.IgnoredScope(names=_layers(teacher, data[0], ignore), validate=False)
     student = nncf.quantize(copy.deepcopy(teacher), nncf.Dataset(data), preset=preset, subset_size=len(data),
                             ignored_scope=scope)
-    start = distill.error(spec.id, distill.run(student, x), distill.run(teacher, x), np.ones(len(xs[0])))
+    ones, reference = np.ones(len(xs[0])), distill.run(teacher, x)
+    start = distill.error(spec.id, distill.run(student, x), reference, ones)
     losses = distill.distill(student, teacher, images, spec.input, steps, lr=lr, seed=seed, log=log)
+    end = distill.error(spec.id, distill.run(student, x), reference, ones)
     model = torch_forms.to_ov(student, spec)
     done = {"steps": steps, "lr": lr, "seed": seed, "items": len(data), "train_s": round(time.perf_counter() - t, 1),
             "loss_first": round(float(np.mean(losses[:20])), 5) if losses else None,
             "loss_last": round(float(np.mean(losses[-20:])), 5) if losses else None,
-            "calibration_distill_error_before": round(start, 5)}
+            "calibration_error_before": round(start, 5), "calibration_error_after": round(end, 5)}
     return model, torch_forms.to_ov(student, spec, preprocessing=False), done

@@ -109,11 +109,15 @@ def thumbnail(frame: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
     return cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32)
 
 
-def motion(before: np.ndarray, now: np.ndarray) -> float:
+def texture(thumb: np.ndarray) -> float:
+    """Mean absolute gradient of a thumbnail (per pixel, along x plus along y)."""
+    return float(np.abs(np.diff(thumb, axis=0)).mean() + np.abs(np.diff(thumb, axis=1)).mean())
+
+
+def motion(before: np.ndarray, now: np.ndarray, grad: float) -> float:
     """How far the picture moved between two thumbnails of one box, as a share of the box width:
-    the mean absolute change over the mean absolute gradient is, to first order, the displacement
-    in thumbnail pixels (I(x + d) - I(x) ~ grad I . d), whatever the face's contrast or light."""
-    grad = float(np.abs(np.diff(before, axis=0)).mean() + np.abs(np.diff(before, axis=1)).mean())
+    the mean absolute change over the mean absolute gradient (`texture(before)`) is, to first order,
+    the displacement in thumbnail pixels (I(x + d) - I(x) ~ grad I . d), whatever the face's contrast or light."""
     return float(np.abs(now - before).mean()) / max(grad, 1e-6) / before.shape[1]
 
 
@@ -137,6 +141,7 @@ class Kept:
     landmarks: Landmarks
     box: tuple[int, int, int, int]  # the eye band, frame pixels, where the thumbnail is taken
     thumb: np.ndarray
+    grad: float  # texture(thumb), computed once
     reused: int = 0  # frames in a row the landmarks were kept
 
 
@@ -172,13 +177,14 @@ class FaceMesh(FaceStage):
         face = result.face
         kept = face.track.get(TRACK_KEY) if self.still_motion > 0 and face.tracked else None
         if kept is not None and kept.reused < self.max_reuse:
-            if motion(kept.thumb, thumbnail(frame, kept.box)) < self.still_motion:
+            if motion(kept.thumb, thumbnail(frame, kept.box), kept.grad) < self.still_motion:
                 kept.reused += 1
                 return kept.landmarks
         landmarks = super().__call__(frame, result)
         box = eye_band(landmarks, frame.shape) if self.still_motion > 0 else None
         if box is not None:
-            face.track[TRACK_KEY] = Kept(landmarks, box, thumbnail(frame, box))
+            thumb = thumbnail(frame, box)
+            face.track[TRACK_KEY] = Kept(landmarks, box, thumb, texture(thumb))
         else:
             face.track.pop(TRACK_KEY, None)
         return landmarks
