@@ -322,10 +322,12 @@ def OVGraphModule(nodes, convs, params):  # noqa: N802 - the nn.Module class is 
     return _CLASS(nodes, convs, params)
 
 
-def to_ov(module, spec: zoo.ModelSpec, preprocessing: bool = True) -> ov.Model:
+def to_ov(module, spec: zoo.ModelSpec, preprocessing: bool = True, fold: bool = True) -> ov.Model:
     """The module as an ov.Model with the same interface as the converted FP32 IR: u8 NHWC BGR
     input at the spec's batch, the source's input and output names (preprocessing=False: the
-    source's float input, as a zoo source file is before conversion embeds the preprocessing)."""
+    source's float input, as a zoo source file is before conversion embeds the preprocessing).
+    fold=False keeps constant subgraphs: a QAT model's weight FakeQuantize, which folding would
+    turn into float weights that the CPU plugin then runs in float."""
     torch = require_torch()
     module = module.eval()
     module.static_shapes = True
@@ -338,7 +340,8 @@ def to_ov(module, spec: zoo.ModelSpec, preprocessing: bool = True) -> ov.Model:
         port.get_tensor().set_names({name})
     for port, names in zip(model.outputs, module.output_names):
         port.get_tensor().set_names(set(names))
-    convert.fold_weights(model)
+    if fold:
+        convert.fold_weights(model)
     # the traced graph has dynamic dims; pin the source shapes at the spec's batch as convert() does
     model.reshape({port: [spec.batch, *shape[1:]] for port, shape in zip(model.inputs, module.input_shapes)})
     return convert.embed_preprocessing(model, spec.input) if preprocessing else model
