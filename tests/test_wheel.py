@@ -132,22 +132,6 @@ def test_runtime_only_install_has_no_extras_and_runs_outside_the_checkout(zoo_re
     assert not (work / "r").exists()
 
 
-def test_the_wheel_ships_the_models_edgegaze_made_and_fetch_verifies_them(zoo_ready, installed, tmp_path):
-    """A zoo file edgegaze made (the gaze network's QAT INT8, which a runtime-only install has no PyTorch
-    to train) comes with the wheel, and `models fetch` copies it into an empty home, verified."""
-    from pipeline import zoo
-
-    packaged = [(spec, f) for spec in zoo.select("all") for f in spec.files if f.packaged]
-    assert packaged, "the zoo ships no model of its own"
-    env = clean_env(tmp_path, EDGEGAZE_MIRROR=str(shared_path("models/omz")))
-    for spec, f in packaged:
-        assert zoo.sha256(Path(installed["site"], "pipeline", f.packaged)) == f.sha256
-        assert f.recipe.startswith("edgegaze optimize quantize")  # how to make it again
-    spec = packaged[0][0]
-    said = run(installed["edgegaze"], "models", "fetch", "--model", spec.id, cwd=tmp_path, env=env).stdout
-    assert f"{spec.id}: {len(spec.files)} file(s) verified" in said
-
-
 # a stage parameter given at deploy time: the bundle carries it (and run --profile is given it too)
 PARAM = "face-detection-short-range.score_threshold=0.6"
 

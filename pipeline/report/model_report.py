@@ -141,7 +141,7 @@ def measure(stage: str, model_id: str, precision: str, ir: Path, frames: list, i
     prof = profile.profile(runtime.compile_model(ir, hint="LATENCY", profile=True, inference_precision=inference_precision),
                            inputs, iterations=min(iterations, 10))
     try:
-        inference_precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        inference_precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # f32, bf16
     except RuntimeError:
         inference_precision = "unknown"
     return {
