@@ -5,8 +5,8 @@
 (b) a Udacity-style pipeline: the OMZ models at FP32 / FP16, one blocking request per model per
     frame, detector on every frame, no eye-state model;
 (c) edgegaze: `edgegaze default` (the pipeline `edgegaze run` and `edgegaze mouse` build with no
-    flags, _common.default_pipeline), the same with FaceMesh on every frame and the gaze network at
-    FP32 (the default before issue 38, _common.every_frame_default: the gain in the same run), the mediapipe set (iris gaze) sync and async, the omz set at
+    flags, _common.default_pipeline), the same with FaceMesh's skip rule on (`--param
+    face-landmark.still_motion=0.001`, _common.still_face_default: its gain in the same run), the mediapipe set (iris gaze) sync and async, the omz set at
     FP32 and at FP16-INT8, and the mediapipe set with a pruned iris model when one is on disk
     (CH25/CH20, `edgegaze optimize prune`).
 Blocks of frames go to each contender in turn, unpaced and then paced at a 30 fps webcam, so a
@@ -34,8 +34,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from _common import (default_pipeline, every_frame_default, infer_calls, load_average, machine,  # noqa: E402
-                     markdown_table, write_results)
+from _common import (default_pipeline, infer_calls, load_average, machine,  # noqa: E402
+                     markdown_table, still_face_default, write_results)
 from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
@@ -49,8 +49,8 @@ CONTENDERS = {
     "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
     "udacity-style omz FP16": dict(_UDACITY, precision="FP16"),
     "edgegaze default": default_pipeline(),
-    # the default as it ran before the skip rule and the QAT gaze network: the gain, in the same run
-    "edgegaze default every-frame gaze-FP32": every_frame_default(),
+    # the default with FaceMesh's skip rule on (off by default): its gain, in the same run
+    "edgegaze default still_motion=0.001": still_face_default(),
     "edgegaze default --async": dict(default_pipeline(), async_mode=True),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),

@@ -12,7 +12,8 @@ A tracked Face carries its ROI in `keypoints`, shape (2, 2) in frame pixels:
 keypoints[0] is the ROI centre and keypoints[1] is the midpoint of the ROI's right edge (the
 crop's +x direction), so the vector between them gives both the rotation and half the side.
 
-A still face is not read again (`still_motion`): at a webcam the face barely moves most of the
+A still face need not be read again (`still_motion`, off by default: it cost the held-out gaze
+session 1 deg, docs/performance.md): at a webcam the face barely moves most of the
 time, yet FaceMesh would re-read it from scratch every frame. After each run the stage keeps, in
 the face's `Face.track`, the landmarks and a small grey thumbnail of the band around both eyes
 (what moves when the head or the eyes move); on the next frames of that tracked face it samples
@@ -157,9 +158,9 @@ class FaceMesh(FaceStage):
         # 1.7 / 1.9 / 1.0 deg of head yaw / pitch / roll; two passes on its own region, 0.8 / 0.8 / 0.4
         "still_passes": Param(int, 2, "a photo: FaceMesh again on its own mesh's region this many times "
                                       "(the region tracking gives it on video)", low=0, high=5),
-        # chosen on the shared videos against the every-frame pipeline (scripts/facemesh_skip_study.py,
-        # docs/performance.md): at 0.001 / 2 the gaze moves no further from it than a 1/20 px nudge of the region
-        "still_motion": Param(float, 0.001, "keep a tracked face's landmarks while the band around its eyes moved less "
+        # off by default: at 0.001 / 2 (39 % of FaceMesh skipped on the webcam recording) the held-out gaze
+        # session read 5.08 instead of 4.09 deg (docs/performance.md, scripts/facemesh_skip_study.py)
+        "still_motion": Param(float, 0.0, "keep a tracked face's landmarks while the band around its eyes moved less "
                                             "than this share of its width since they were read (0: FaceMesh on every frame)",
                               low=0, below=1),
         "max_reuse": Param(int, 2, "frames in a row a still face's landmarks may be kept", low=1),
