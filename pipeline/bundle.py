@@ -202,12 +202,10 @@ def _cannot_unpack(archive: Path, folder: Path, error: OSError) -> EdgegazeError
 
 def _unpack_to(archive: Path, target: Path) -> tuple[Path, dict]:
     """Unpack into a held temp folder beside `target`, find and check the bundle there, and rename
-    it into place; a failure leaves nothing. Another process that unpacked the same archive first
-    wins the rename: its copy is used."""
+    it into place; a failure leaves nothing. Where another process renamed its copy of the same
+    archive first, that copy is used; a damaged copy there is replaced."""
     try:
         with paths.held_temp_dir(target.parent, f".{target.name}.") as tmp:
-            if target.exists():  # a damaged copy: out of the way first (a reader that has it open keeps its files)
-                _replace_if_there(target, tmp / "old")
             _extract(archive, tmp / "new")
             root = _locate(tmp / "new", archive)
             manifest = checked(tmp / "new" / root, archive)
@@ -217,7 +215,11 @@ def _unpack_to(archive: Path, target: Path) -> tuple[Path, dict]:
             except OSError:
                 if not target.is_dir():
                     raise
-                manifest = checked(target / root, archive)  # theirs: the same archive, checked by them too
+                try:
+                    return target / root, checked(target / root, archive)
+                except EdgegazeError:  # damaged since: out of the way (a reader that has it open keeps its files)
+                    _replace_if_there(target, tmp / "old")
+                    os.replace(tmp / "new", target)
     except OSError as e:
         raise _cannot_unpack(archive, target.parent, e) from None
     return target / root, manifest

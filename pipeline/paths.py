@@ -109,17 +109,18 @@ def held_temp_dir(parent: Path, prefix: str):
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        os.close(fd)  # the hold ends once the folder is gone: no one removes it under a live writer
+        if fd is not None:
+            os.close(fd)  # the hold ends once the folder is gone: no one removes it under a live writer
 
 
-def _new_held_dir(parent: Path, prefix: str) -> tuple[int, Path]:
+def _new_held_dir(parent: Path, prefix: str) -> tuple[int | None, Path]:
     for _ in range(3):
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-        fd = os.open(tmp, os.O_RDONLY)
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(tmp, os.O_RDONLY) if fcntl is not None else None
         try:  # between mkdtemp and the hold, another process may have taken it for a killed writer's
-            if os.path.samestat(os.fstat(fd), os.stat(tmp)):
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if fd is None or os.path.samestat(os.fstat(fd), os.stat(tmp)):
                 os.chmod(tmp, dir_mode())
                 return fd, tmp
         except FileNotFoundError:

@@ -201,13 +201,9 @@ class FaceStage(Stage):
         inputs, context = self.preprocess(frame, result)
         out = self.postprocess(self.infer(inputs), context)
         problem = unreadable(out)  # a damaged model's NaN would crash the next stage, or reach the JSON
-        if problem:
-            raise self.cannot_read(problem)
+        if problem:  # the runner drops this face from this frame
+            raise FaceUnreadable(f"the {self.kind.replace('_', ' ')} stage ({type(self).__name__}) {problem}")
         return out
-
-    def cannot_read(self, problem: str) -> FaceUnreadable:
-        """The error for a face this stage cannot read (the runner drops the face from the frame)."""
-        return FaceUnreadable(f"the {self.kind.replace('_', ' ')} stage ({type(self).__name__}) {problem}")
 
     def next_face(self, landmarks: Any, frame_shape: tuple[int, ...]) -> Face | None:
         """Tracking: the face region for the next frame derived from these landmarks, or None
