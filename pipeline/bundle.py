@@ -107,14 +107,16 @@ def _refuse_non_bundle(path: Path, given) -> None:
 
 
 def _made_by_deploy(folder: Path) -> bool:
-    """Whether `folder` holds what deploy writes beside the manifest (its README, or a profile and models)."""
-    try:
-        with open(folder / "README.md", encoding="utf-8", errors="replace") as fh:
-            if fh.read(64).startswith("# edgegaze bundle"):
-                return True
-    except OSError:
-        pass
-    return (folder / PROFILE).is_file() and (folder / "models").is_dir()
+    """Whether `folder` holds what deploy writes beside the manifest: its README, or a profile with
+    the table only a bundle's has (not just any profile.toml beside a models/ folder: a checkout's)."""
+    def read(name: str) -> str:
+        try:
+            return (folder / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    return read("README.md").startswith("# edgegaze bundle") or \
+        "[implementation]" in (line.strip() for line in read(PROFILE).splitlines())
 
 
 def remove_abandoned(folder: Path, prefix: str, warn) -> None:

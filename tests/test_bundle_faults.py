@@ -129,7 +129,7 @@ def tar(archive: Path, where: Path, *members: str) -> Path:
     return archive
 
 
-@pytest.mark.parametrize("layout", ["its folder", "its files", "the folder above"])
+@pytest.mark.parametrize("layout", ["its folder", "its files", "the folder above"], ids=lambda s: s.replace(" ", "-"))
 def test_hand_made_archives_run(layout, made, tmp_path, monkeypatch, capsys):
     """`tar czf edge.tar.gz edge/`, `tar czf edge.tar.gz -C edge .`, and of the folder above
     (dist/edge/...), which said 'no manifest' and then 'Directory not empty' as a damaged archive."""
@@ -152,7 +152,7 @@ def test_hand_made_archives_run(layout, made, tmp_path, monkeypatch, capsys):
     ("two bundles", "holds 2 bundles (dist/a/, dist/b/); give each its own archive"),
     ("beside other files", "holds its bundle in dist/edge/ beside other files; archive the bundle's folder alone: "
                            "tar czf a.tar.gz -C dist edge"),
-], ids=["no bundle", "two bundles", "beside other files"])
+], ids=["no-bundle", "two-bundles", "beside-other-files"])
 def test_archives_without_one_bundle_are_refused_and_leave_nothing(layout, says, made, tmp_path, monkeypatch, capsys):
     home = tmp_path / "home"
     monkeypatch.setenv("EDGEGAZE_HOME", str(home))
@@ -194,7 +194,7 @@ def test_runs_unpacking_one_archive_at_once_all_succeed(made, tmp_path):
                      "--profile FILE --out DIR` makes"),
     ("tuned", "--bundle {} is not a bundle (no edgegaze-bundle.json in it); a bundle is"),
     ("missing.tar.gz", "--bundle {} not found; a bundle is"),
-], ids=["a profile", "a folder", "nothing"])
+], ids=["a-profile", "a-folder", "nothing"])
 @pytest.mark.parametrize("command", [["run", "--input", "0"], ["report", "--input", "0", "--out", "r"],
                                      ["mouse", "--dry-run"], ["batch", "--input", "x", "--out", "b"]],
                          ids=lambda c: c[0])
