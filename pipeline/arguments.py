@@ -62,9 +62,15 @@ def add_param_option(p: argparse.ArgumentParser) -> None:
                         "(repeatable; `edgegaze models show ID` lists them)")
 
 
+class BundlePath(str):
+    """A path given with --bundle: where --profile would take a plain profile too, it must name a
+    bundle (pipeline.bundle refuses anything else at once, in one line)."""
+
+
 def add_profile_options(p: argparse.ArgumentParser, what: str, required: bool = False) -> None:
     """--profile FILE or --bundle DIR_OR_ARCHIVE (a profile loads from either: pipeline.profile.load)."""
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--profile", help=f"deployment profile TOML (edgegaze optimize pipeline): {what}")
-    g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE",
+    g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE", type=BundlePath,
                    help="a bundle from `edgegaze deploy` (folder or .tar.gz): its profile and models, checked first")
+

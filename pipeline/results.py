@@ -110,3 +110,27 @@ class FaceResult:
     gaze: Gaze | None = None
     eye_state: EyeState | None = None
     ms: dict[str, float] = field(default_factory=dict)  # stage kind -> milliseconds
+
+
+def unreadable(value) -> str | None:
+    """Why a stage's result for one face cannot be used, in words (None: it can): a number in it
+    that is not finite (a damaged model's NaN or inf), or landmarks collapsed onto one spot (both
+    eye centres within a pixel: no face has that shape, and the eye crops and head-pose fit of the
+    stages after it fail). Sums, not element checks: a NaN or inf anywhere makes the sum one, and
+    this runs per face and stage (microseconds)."""
+    if not math.isfinite(sum(map(_sum, vars(value).values() if hasattr(value, "__dict__") else ()))):
+        return "gave numbers that are not finite (NaN or inf)"
+    if isinstance(value, Landmarks) and abs(value.right_eye - value.left_eye).sum() < 1.0:
+        return "gave landmarks all on one spot"
+    return None
+
+
+def _sum(v):
+    """The sum of a result field's numbers: an array, a float, Gaze.signals' (yaw, pitch) pairs."""
+    if isinstance(v, np.ndarray):
+        return v.sum() if v.dtype.kind == "f" else 0.0
+    if isinstance(v, (float, np.floating)):
+        return v
+    if isinstance(v, dict):
+        return sum(map(sum, v.values()))
+    return 0.0

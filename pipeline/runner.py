@@ -28,6 +28,7 @@ nothing. Results come out in frame order, identical to sync mode.
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ import numpy as np
 
 from pipeline import convert, runtime, stages, zoo
 from pipeline.boxes import iou
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, FaceUnreadable
 from pipeline.results import Face, FaceResult
 from pipeline.sources import Frame
 from pipeline.stages import params as stage_params
@@ -70,6 +71,9 @@ class FrameResult:
     ms: dict[str, float] = field(default_factory=dict)  # stage kind -> ms summed over faces
     name: str = ""
     image: np.ndarray | None = field(default=None, repr=False)  # the frame itself, for drawing
+    # why each face a stage could not read (errors.FaceUnreadable: NaN landmarks, no head-pose fit)
+    # was left out of `faces`; the run goes on
+    dropped: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,13 @@ def check_params(params: list[str] | dict | None, ids, classes: dict | None = No
     return params
 
 
-def _from_plan(plan: StagePlan, cls, params: dict, config: dict):
+def _from_plan(plan: StagePlan, cls, params: dict, config: dict, unimported: list[str]):
     """One stage of a bundle: its class with its parameters (--param over the plan's), on its
-    compiled IR, or on its parts (each a stage of its own)."""
+    compiled IR, or on its parts (each a stage of its own). Why a blob could not be imported is
+    added to `unimported` (its IR is compiled instead)."""
     settings = cls.settings({**plan.params, **params.get(plan.id, {})})  # before the compile
     if plan.parts:
-        return cls({role: _from_plan(p, stages.load_class(p.implementation, p.id), params, config)
+        return cls({role: _from_plan(p, stages.load_class(p.implementation, p.id), params, config, unimported)
                     for role, p in plan.parts.items()}, **settings)
     device, rest = config["device"], {k: v for k, v in config.items() if k != "device"}
     if device.upper() == "CPU":  # as runtime.load does for a zoo model
@@ -141,10 +146,20 @@ def _from_plan(plan: StagePlan, cls, params: dict, config: dict):
     if plan.ir is None:
         compiled = None
     elif plan.blob is not None and (device.upper(), rest["hint"].upper()) == (BLOB_DEVICE, BLOB_HINT):
-        compiled = runtime.import_compiled(plan.blob, device, **rest)
+        compiled = _import_or_compile(plan, device, rest, unimported)
     else:
         compiled = runtime.compile_model(plan.ir, device, **rest)
     return cls(compiled, **settings)
+
+
+def _import_or_compile(plan: StagePlan, device: str, config: dict, unimported: list[str]):
+    """A bundle's compiled blob, or its IR compiled where OpenVINO cannot import the blob (both were
+    checked against the bundle's manifest): the bundle still runs, a little slower to start."""
+    try:
+        return runtime.import_compiled(plan.blob, device, **config)
+    except EdgegazeError as e:
+        unimported.append(str(e))
+    return runtime.compile_model(plan.ir, device, **config)
 
 
 def _timed(ms: dict, kind: str, fn, *args):
@@ -215,7 +230,12 @@ class Pipeline:
         every = {p.id: p for plan in plans.values() for p in (plan, *plan.parts.values())}  # a part takes --param too
         params = check_params(params, list(every), {i: stages.load_class(p.implementation, i) for i, p in every.items()})
         config = dict(hint=hint, threads=DEFAULT_THREADS if threads is None else threads, device=device)
-        built = {kind: _from_plan(plan, classes[kind], params, config) for kind, plan in plans.items()}
+        unimported: list[str] = []
+        built = {kind: _from_plan(plan, classes[kind], params, config, unimported) for kind, plan in plans.items()}
+        if unimported:  # one line, however many blobs
+            more = f" (and {len(unimported) - 1} more blobs)" if len(unimported) > 1 else ""
+            print(f"edgegaze: warning: {unimported[0]}{more}; compiled the bundle's IR instead (checked intact); "
+                  "remake the bundle with `edgegaze deploy` for blobs this OpenVINO imports", file=sys.stderr)
         kw.setdefault("names", {kind: p.id for kind, p in plans.items()})
         return cls(built["face"], built.get("landmarks"), built.get("head_pose"), built.get("gaze"),
                    built.get("eye_state"), **kw)
@@ -231,21 +251,32 @@ class Pipeline:
         self._since_detect = 0
 
     # -- front half: faces and landmarks (sequential because tracking links frames) --------
-    def _detect(self, image: np.ndarray, keep: list[FaceResult], ms: dict) -> list[FaceResult]:
+    def _detect(self, image: np.ndarray, keep: list[FaceResult], ms: dict, drops: list[str]) -> list[FaceResult]:
         found = sorted(_timed(ms, "face", self.detector, image), key=lambda f: -f.score)
         results = list(keep)
         for face in found:
             if len(results) >= self.max_faces:
                 break
-            if all(iou(face.box, r.face.box) < 0.3 for r in results):
-                results.append(self._with_landmarks(image, face, ms))
+            if not (np.isfinite(face.box).all() and np.isfinite(face.score)):  # a damaged detector's
+                drops.append(f"the face stage ({type(self.detector).__name__}) gave a box that is not finite")
+            elif all(iou(face.box, r.face.box) < 0.3 for r in results):
+                r = self._with_landmarks(image, face, ms, drops)
+                results += [r] if r is not None else []
         self._since_detect = 0
-        return [r for r in results if r is not None]
+        return results
 
-    def _with_landmarks(self, image, face: Face, ms: dict) -> FaceResult | None:
+    def _with_landmarks(self, image, face: Face, ms: dict, drops: list[str] | None = None) -> FaceResult | None:
+        """The face with its landmarks; None when a tracked region lost it, or when the landmarks
+        stage cannot read it (its reason added to `drops`, if given: a tracked face that fails is
+        lost, and the detector's try at it counts)."""
         result = FaceResult(face=face)
         if self.landmarks is not None:
-            result.landmarks = _timed(result.ms, "landmarks", self.landmarks, image, result)
+            try:
+                result.landmarks = _timed(result.ms, "landmarks", self.landmarks, image, result)
+            except FaceUnreadable as e:
+                if drops is not None:
+                    drops.append(str(e))
+                return None
             ms["landmarks"] = ms.get("landmarks", 0.0) + result.ms["landmarks"]
             if face.tracked and not self.landmarks.present(result.landmarks):
                 return None  # the tracked region lost the face: the detector takes over
@@ -264,10 +295,10 @@ class Pipeline:
             result.ms["landmarks"] += again.ms["landmarks"]
         return result
 
-    def _front(self, image: np.ndarray, ms: dict, still: bool = False) -> tuple[list[FaceResult], bool]:
+    def _front(self, image: np.ndarray, ms: dict, drops: list[str], still: bool = False) -> tuple[list[FaceResult], bool]:
         if still:  # a photo in a folder of photos: the last one's faces are not in it (order-dependent results)
             self.reset()
-            results = self._detect(image, [], ms)
+            results = self._detect(image, [], ms, drops)
             return [self._settled(image, r, ms) for r in results], True
         results, lost = [], False
         periodic = self._since_detect >= self.redetect_every
@@ -280,7 +311,7 @@ class Pipeline:
                     results.append(r)
         ran = not results or lost or (periodic and len(results) < self.max_faces) or not self.tracking
         if ran:
-            results = self._detect(image, results, ms)
+            results = self._detect(image, results, ms, drops)
         self._since_detect += 1
         self._tracked = []
         if self.tracking and self.landmarks is not None:
@@ -292,22 +323,33 @@ class Pipeline:
         return results, ran
 
     # -- back half: per-face stages that nothing later depends on ------------------------
-    def _back(self, image: np.ndarray, results: list[FaceResult], ms: dict) -> None:
+    def _back(self, image: np.ndarray, results: list[FaceResult], ms: dict, drops: list[str]) -> list[FaceResult]:
+        """The faces with their back-half results; a face a stage cannot read is left out (its
+        reason added to `drops`)."""
+        kept = []
         for r in results:
-            for kind, stage in self.back.items():
-                value = _timed(r.ms, kind, stage, image, r)
-                setattr(r, kind, value)
-                ms[kind] = ms.get(kind, 0.0) + r.ms[kind]
+            try:
+                for kind, stage in self.back.items():
+                    value = _timed(r.ms, kind, stage, image, r)
+                    setattr(r, kind, value)
+                    ms[kind] = ms.get(kind, 0.0) + r.ms[kind]
+            except FaceUnreadable as e:
+                drops.append(str(e))
+                continue
+            kept.append(r)
+        return kept
 
-    def _finish(self, frame: Frame, results, ran, ms) -> FrameResult:
-        self._back(frame.image, results, ms)
-        return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image)
+    def _finish(self, frame: Frame, results, ran, ms, drops: list[str]) -> FrameResult:
+        results = self._back(frame.image, results, ms, drops)
+        return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image,
+                           drops)
 
     def step(self, frame: Frame) -> FrameResult:
         """One frame, synchronously."""
         ms: dict[str, float] = {}
-        results, ran = self._front(frame.image, ms, frame.still)
-        return self._finish(frame, results, ran, ms)
+        drops: list[str] = []
+        results, ran = self._front(frame.image, ms, drops, frame.still)
+        return self._finish(frame, results, ran, ms, drops)
 
     def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0, still: bool = False) -> FrameResult:
         """One BGR image; still=True for a photo (no tracking from the image before, landmarks settled
@@ -333,11 +375,12 @@ class Pipeline:
                     yield pending.result()
                     pending = None
                 ms: dict[str, float] = {}
-                results, ran = self._front(frame.image, ms, frame.still)
+                drops: list[str] = []
+                results, ran = self._front(frame.image, ms, drops, frame.still)
                 if not waiting:  # live: run it through here, no thread hand-off
-                    yield self._finish(frame, results, ran, ms)
+                    yield self._finish(frame, results, ran, ms, drops)
                     continue
-                future = pool.submit(self._finish, frame, results, ran, ms)
+                future = pool.submit(self._finish, frame, results, ran, ms, drops)
                 if pending is not None:
                     yield pending.result()
                 pending = future

@@ -188,7 +188,8 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
     calib, calib_path = _saved_calibration(o, backend.screen, log, profile.get("calibration"))  # before any compile
     pipeline = _pipeline(o.models, o.precision, o.device, profile or None, o.params, o.stages)
-    _gaze_signals(o, pipeline, calib, log)
+    advice = cal.IN_A_BUNDLE if "plans" in profile else cal.RUN_ITS_SET  # for a calibration of another gaze stage
+    _gaze_signals(o, pipeline, calib, log, advice)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
@@ -197,7 +198,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
         log(f"saved {calib_path}")
-        _gaze_signals(o, pipeline, calib, log)
+        _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
     mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
     controller = MouseController(
@@ -213,7 +214,7 @@ def _load_profile(path: str | None) -> dict:
     return profiles.load(path) if path else {}
 
 
-def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log) -> None:
+def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log, advice: str = cal.RUN_ITS_SET) -> None:
     """The gaze signals the pipeline computes from here on: every one while gaze mode calibrates,
     then those the calibration reads (none outside gaze mode), plus the iris model for its eyelids
     where --blink needs them; so a calibration that reads the OMZ network alone never runs the
@@ -224,7 +225,7 @@ def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log)
         wanted = cal.needs(calib.model) if calib is not None else ()
         if o.clicks.blink and "iris" in getattr(pipeline.back.get("gaze"), "signals", ()):
             wanted = (*wanted, "iris") if "iris" not in wanted else wanted  # its lids see a blink
-        cal.use_signals(pipeline, wanted)
+        cal.use_signals(pipeline, wanted, advice)
     source = closed_eyes_source(pipeline)
     if source is None:  # a blink click or the eyes-closed pause would never fire
         if o.clicks.blink:

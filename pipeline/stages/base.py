@@ -26,8 +26,8 @@ import openvino as ov
 
 from pipeline import runtime
 from pipeline.bounds import Bounds
-from pipeline.errors import EdgegazeError
-from pipeline.results import Face, FaceResult
+from pipeline.errors import EdgegazeError, FaceUnreadable
+from pipeline.results import Face, FaceResult, unreadable
 
 # Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
 # centres without eye corners (e.g. after the OMZ 5-point landmarks).
@@ -201,7 +201,11 @@ class FaceStage(Stage):
 
     def __call__(self, frame: np.ndarray, result: FaceResult) -> Any:
         inputs, context = self.preprocess(frame, result)
-        return self.postprocess(self.infer(inputs), context)
+        out = self.postprocess(self.infer(inputs), context)
+        problem = unreadable(out)  # a damaged model's NaN would crash the next stage, or reach the JSON
+        if problem:  # the runner drops this face from this frame
+            raise FaceUnreadable(f"the {self.kind.replace('_', ' ')} stage ({type(self).__name__}) {problem}")
+        return out
 
     def next_face(self, landmarks: Any, frame_shape: tuple[int, ...]) -> Face | None:
         """Tracking: the face region for the next frame derived from these landmarks, or None

@@ -45,7 +45,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from pipeline.errors import EdgegazeError
+from pipeline.errors import FaceUnreadable
 from pipeline.results import FaceResult, HeadPose
 from pipeline.stages.base import FaceStage, Param
 
@@ -69,13 +69,25 @@ def camera_matrix(shape: tuple[int, ...], hfov_deg: float = HFOV_DEG) -> np.ndar
 
 
 def pnp_pose(model: np.ndarray, image_pts: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rotation R and translation t (model -> camera) of the perspective fit of 3-D `model` to its image."""
+    """Rotation R and translation t (model -> camera) of the perspective fit of 3-D `model` to its
+    image; FaceUnreadable where there is none (points that are not finite, or fit no rigid face):
+    the runner drops that face from the frame."""
     model, image_pts = np.ascontiguousarray(model, np.float64), np.ascontiguousarray(image_pts, np.float64)
-    ok, rvec, tvec = cv2.solvePnP(model, image_pts, k, None, flags=cv2.SOLVEPNP_SQPNP)
-    if not ok:
-        raise EdgegazeError("head pose 'mesh': no perspective fit for this mesh")
-    rvec, tvec = cv2.solvePnPRefineLM(model, image_pts, k, None, rvec, tvec)
+    try:
+        ok, rvec, tvec = cv2.solvePnP(model, image_pts, k, None, flags=cv2.SOLVEPNP_SQPNP)
+        if ok:
+            rvec, tvec = cv2.solvePnPRefineLM(model, image_pts, k, None, rvec, tvec)
+    except cv2.error as e:  # e.g. NaN points: OpenCV's assertion, as a traceback that ended the run
+        raise FaceUnreadable(f"the head pose fit (solvePnP) failed on these landmarks ({_first_line(e)})") from None
+    if not ok or not (np.isfinite(rvec).all() and np.isfinite(tvec).all()):
+        raise FaceUnreadable("the head pose fit (solvePnP) found no pose for these landmarks")
     return cv2.Rodrigues(rvec)[0], tvec.ravel()
+
+
+def _first_line(e: Exception) -> str:
+    """OpenCV's message without its source location: `... error: (-215:Assertion failed) ...`."""
+    text = " ".join(str(e).split())
+    return text.split(" error: ", 1)[-1]
 
 
 def line_of_sight(point: np.ndarray) -> np.ndarray:
