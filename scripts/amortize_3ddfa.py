@@ -16,8 +16,6 @@ give the mesh fit alone (the network never run) for scale.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -27,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from headpose_traces import C, VIDEOS, extract  # noqa: E402
+from headpose_traces import C, VIDEOS, study_main  # noqa: E402
 from pipeline.stages import fused_pose  # noqa: E402
 
 GRID = [(1, 1e9), (2, 1e9), (5, 1e9), (10, 1e9), (30, 1e9), (10, 5.0), (15, 5.0), (30, 2.0), (30, 3.0), (30, 5.0),
@@ -79,17 +77,10 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "headpose"))
-    args = ap.parse_args()
-    out = Path(args.out)
-    rows = study(extract(out / "traces.npz")[0])
-    (out / "amortize.json").write_text(json.dumps({"videos": VIDEOS, "rows": rows}, indent=1))
-    md = markdown(rows)
-    (out / "amortize.md").write_text(md)
-    print(md)
+def run(out: Path, x: np.ndarray, patches: np.ndarray) -> tuple[str, dict, str]:
+    rows = study(x)
+    return "amortize", {"videos": VIDEOS, "rows": rows}, markdown(rows)
 
 
 if __name__ == "__main__":
-    main()
+    study_main(__doc__, run)

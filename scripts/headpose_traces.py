@@ -21,6 +21,7 @@ Cached in <out>/traces.npz; scripts/pose_map.py and benchmarks/bench_headpose_am
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -118,6 +119,19 @@ def extract(path: Path) -> tuple[np.ndarray, np.ndarray]:
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, x=x, patches=np.array(patches), columns=np.array(COLUMNS), videos=np.array(VIDEOS))
     return x, np.array(patches)
+
+
+def study_main(doc: str, study) -> None:
+    """The command line of a study of these traces: --out (default results/headpose), the traces
+    read (or made) there, then `study(out, x, patches)` -> (name, payload, markdown), written to
+    <out>/<name>.json and .md and printed."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "results" / "headpose"))
+    out = Path(ap.parse_args().out)
+    name, payload, md = study(out, *extract(out / "traces.npz"))
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=1))
+    (out / f"{name}.md").write_text(md)
+    print(md)
 
 
 def main() -> None:

@@ -22,8 +22,6 @@ gaze against pose, per axis), on the faces' eye patches, and what the chosen map
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -33,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from headpose_traces import C, VIDEOS, extract  # noqa: E402
+from headpose_traces import C, VIDEOS, study_main  # noqa: E402
 from pipeline.stages.fused_pose import FusedHeadPose  # noqa: E402
 
 AXES = ("yaw", "pitch", "roll")
@@ -194,19 +192,11 @@ def markdown(rep: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "headpose"))
-    args = ap.parse_args()
-    out = Path(args.out)
-    x, patches = extract(out / "traces.npz")
+def run(out: Path, x: np.ndarray, patches: np.ndarray) -> tuple[str, dict, str]:
     rep = {"study": study(x), "gaze_response": gaze_response(x, patches, fused(x))}
     pose_input_traces(x, patches, out / "pose_input.npz")
-    (out / "pose_map.json").write_text(json.dumps(rep, indent=1))
-    md = markdown(rep)
-    (out / "pose_map.md").write_text(md)
-    print(md)
+    return "pose_map", rep, markdown(rep)
 
 
 if __name__ == "__main__":
-    main()
+    study_main(__doc__, run)
