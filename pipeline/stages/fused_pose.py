@@ -19,7 +19,7 @@ per-axis offset from the mesh fit of its last run (network - mesh), kept in the 
 `Face.track` under TRACK_KEY. A face just detected (a photo, a new or lost track) has no offset
 yet, so the network always runs there. The defaults were chosen on every shared video (the error
 of this pose against the network on every frame, and how often it runs: docs/headpose.md,
-benchmarks/bench_headpose_amortized.py).
+scripts/amortize_3ddfa.py, which replays `due` and `carry` on the videos' traces).
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ suggests). The stage negates z, giving the project's frame: x right, y up, z tow
 Only Landmarks.right_eye/left_eye (+ eye_corners if any) and a HeadPose are needed, so any
 landmark stage can feed it.
 
-Head-pose input: the network was trained with head-pose-estimation-adas-0001's angles (Intel's
-demo feeds it those), whose zero is not the 3DMM face frame the other head-pose stages read from
-(results.HeadPose.convention). A head pose in that frame gets the map `network_pose` before the
-network sees it: a per-axis offset (`pose_yaw_offset`, `pose_pitch_offset`) fitted on the shared
-videos, every video weighted alike, against Intel's network on the same faces and checked
-leave-one-video-out (scripts/pose_map.py, docs/gaze.md). Intel's own angles (the omz set) are taken
+Head-pose input: Intel's demo feeds the network head-pose-estimation-adas-0001's angles, the
+convention it was trained with, whose zero is not the 3DMM face frame the other head-pose stages
+read from (results.HeadPose.convention). A head pose in that frame gets the map `network_pose`
+before the network sees it: a per-axis offset (`pose_yaw_offset`, `pose_pitch_offset`) fitted on
+the 5 shared videos, every video weighted alike, against Intel's network run on the same faces'
+boxes, and checked leave-one-video-out (scripts/pose_map.py, docs/gaze.md). Intel's own angles (the omz set) are taken
 as they are. The map feeds the network only: the head pose the pipeline reports is unchanged.
 """
 
