@@ -6,7 +6,10 @@
     frame, detector on every frame, no eye-state model;
 (c) edgegaze: `edgegaze default` (the pipeline `edgegaze run` and `edgegaze mouse` build with no
     flags, _common.default_pipeline), the same with FaceMesh's skip rule on (`--param
-    face-landmark.still_motion=0.001`, _common.still_face_default: its gain in the same run), the mediapipe set (iris gaze) sync and async, the omz set at
+    face-landmark.still_motion=0.001`, _common.still_face_default: its gain in the same run), the
+    default as it was before issue 37 (the mesh fit alone as its head pose, unmapped for the gaze
+    network: what the fused head pose's cost is measured against), the mediapipe set (iris gaze)
+    sync and async, the omz set at
     FP32 and at FP16-INT8, and the mediapipe set with a pruned iris model when one is on disk
     (CH25/CH20, `edgegaze optimize prune`).
 Blocks of frames go to each contender in turn, unpaced and then paced at a 30 fps webcam, so a
@@ -44,6 +47,7 @@ from pipeline.sources import open_source  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
 
+PREVIOUS_DEFAULT = "edgegaze default before issue 37 (head pose mesh)"
 _UDACITY = dict(models="omz", tracking=False, eye_state="none", threads=0, async_mode=False)
 CONTENDERS = {
     "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
@@ -52,6 +56,9 @@ CONTENDERS = {
     # the default with FaceMesh's skip rule on (off by default): its gain, in the same run
     "edgegaze default still_motion=0.001": still_face_default(),
     "edgegaze default --async": dict(default_pipeline(), async_mode=True),
+    # the default before issue 37 (the cost target's reference): the mesh fit alone as the head pose, given
+    # to the gaze network unmapped
+    PREVIOUS_DEFAULT: dict(default_pipeline(), head_pose="mesh", params={"gaze-estimation-adas-0002": {"pose_pitch_offset": 0.0}}),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "edgegaze omz FP32 sync": dict(models="omz", precision="FP32", async_mode=False),
@@ -168,6 +175,11 @@ def main() -> None:
               f"{r['voluntary_cs_per_frame']:.2f}/{r['involuntary_cs_per_frame']:.2f} cs/frame; at {args.paced_fps:g} fps "
               f"{100 * r.get('core_share_at_fps', float('nan')):.1f}% of a core, latency p50 "
               f"{r.get('latency_p50_ms', float('nan')):.2f} ms")
+    by_name = {r["contender"]: r for r in rows}
+    if {"edgegaze default", PREVIOUS_DEFAULT} <= set(by_name):  # issue 37's cost target: at most 1.05x
+        now, before = by_name["edgegaze default"], by_name[PREVIOUS_DEFAULT]
+        print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame of "
+              f"the default before issue 37 (paced: {now.get('paced_cpu_ms_per_frame', float('nan')) / before.get('paced_cpu_ms_per_frame', float('nan')):.3f}x)")
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_after}
     md = (f"# Peer comparison\n\n{len(frames)} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of "
           f"{args.block}, unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, "

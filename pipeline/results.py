@@ -47,14 +47,21 @@ class Landmarks:
     eye_corners: np.ndarray | None = None  # (2, 2, 2): [right, left] eye x [outer, inner] corner
 
 
+# Whose zero a head pose's angles are read from (HeadPose.convention): the 3DMM face frame of the
+# 300W-LP / AFLW2000-3D labels (the mesh fit, 3DDFA_V2, their fusion), or Intel's head-pose network's
+# own reading, which its gaze network was trained with (stages.omz_gaze maps the former to the latter).
+FACE_3DMM, INTEL = "3dmm", "intel"
+
+
 @dataclass
 class HeadPose:
     """Degrees, head-pose-estimation-adas-0001's signs: yaw > 0 turned toward the image right, pitch
-    > 0 head down, roll > 0 rotated clockwise in the image."""
+    > 0 head down, roll > 0 rotated clockwise in the image; `convention`: whose zero (FACE_3DMM, INTEL)."""
 
     yaw: float
     pitch: float
     roll: float
+    convention: str = FACE_3DMM
 
 
 @dataclass
