@@ -352,6 +352,7 @@ def _report(job: _Job, cal: Calibration, all_layers: list, calib_s: float) -> di
         "layers_total": len(all_layers), "layers_fp32": job.kept_fp32 if ok else [], "ignore": list(job.opts.ignore),
         "attempts": attempts, "calibration_s": round(calib_s, 2),
         "mixed_precision_search_s": round(job.search_s, 1),
+        "sensitivity": job.rows,  # per layer, where it was measured (a fall-back or --sensitivity)
     }
 
 
@@ -398,19 +399,21 @@ def _compare(job: _Job, report: dict) -> None:
 
 
 def _write_all(job: _Job, report: dict, report_dir: Path) -> None:
-    _write_report(report, report_dir)
+    from pipeline.optimize import pages
+
+    written = _write_report(report, report_dir)
     if job.rows:
         keys = list(metrics.BUDGET_KEYS[job.spec.stage]) + ["budget_used"]
-        sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv")
-        sensitivity.plot(job.rows, "budget_used", job.spec.id, report_dir / "sensitivity.png", job.attempts[0]["metrics"])
+        written.append(sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv"))
+    pages.write_quantize(report, report_dir, written)  # and sensitivity.png
 
 
 def _fmt(v) -> str:
     return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
-def _write_report(report: dict, folder: Path) -> None:
-    paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))
+def _write_report(report: dict, folder: Path) -> list[Path]:
+    written = [paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))]
     keys = list(report["budget"])
     lines = [f"# {report['model_id']} — {report['status']}", "",
              f"Preset {report['preset']}; calibration {report['calibration']['items']} items from "
@@ -433,7 +436,7 @@ def _write_report(report: dict, folder: Path) -> None:
     if "reason" in report:
         lines += ["", f"**Kept FP32:** {report['reason']}"]
     lines += ["", "Notes: " + "; ".join(report["calibration"]["notes"])]
-    paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")
+    return written + [paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")]
 
 
 def summary_markdown(reports: list[dict]) -> str:
@@ -461,6 +464,8 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
              check: str | Path | None = None) -> list[dict]:
     """Quantize the selected zoo models from one calibration source (and, if given, a check source
     that only the final models are scored on); writes INT8 IR and reports."""
+    from pipeline.optimize import pages
+
     specs = zoo.select(set_name, model_id)
     budget = metrics.parse_budget(max_drop)
     if subset < 8:
@@ -477,8 +482,9 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
     latest = {r["model_id"]: r for r in reports}
     every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
     every = [r for r in every if r is not None]
-    paths.atomic_write(out / "summary.md", summary_markdown(every))
-    paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))
+    written = [paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float)),
+               paths.atomic_write(out / "summary.md", summary_markdown(every))]
+    pages.write_quantize_summary(every, out, written)
     return reports
 
 
