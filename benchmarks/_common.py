@@ -1,10 +1,11 @@
-"""Shared bits of the benchmark scripts: machine facts and writing JSON + Markdown + PNG."""
+"""Shared bits of the benchmark scripts: machine facts and writing JSON + Markdown + PNG + HTML."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,6 +40,20 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
     (out / f"{name}.md").write_text(markdown + "\n")
+
+
+def write_page(out: Path, name: str, payload: dict, *, title: str, intro: list[str], columns: list[str],
+               figures: dict, captions: dict) -> Path:
+    """<out>/<name>.html from the payload written as <name>.json (its "rows" as a sortable table, the
+    figures inline, each with its caption), the figures as <name>.png beside it; listed in
+    <out>/index.html. columns: the row keys shown; intro: paragraphs (Markdown `code` spans)."""
+    from pipeline.report import html
+
+    pngs, svgs = html.save_figures(figures, out, dpi=100)
+    files = [out / f"{name}.json", out / f"{name}.md", *pngs]
+    return html.write_page(out / f"{name}.html", "benchmark.html.j2", payload, title=title,
+                           what=f"benchmarks/{Path(sys.argv[0]).name}", summary=intro[0], figures=svgs, files=files,
+                           intro=intro, columns=[(c, c.replace("_", " "), ".2f") for c in columns], captions=captions)
 
 
 def default_pipeline() -> dict:

@@ -37,8 +37,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from _common import (default_pipeline, infer_calls, load_average, machine,  # noqa: E402
-                     markdown_table, still_face_default, write_results)
+from _common import (default_pipeline, infer_calls, load_average, machine, markdown_table,  # noqa: E402
+                     still_face_default, write_page, write_results)
 from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
@@ -181,21 +181,29 @@ def main() -> None:
         print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame of "
               f"the default before issue 37 (paced: {now.get('paced_cpu_ms_per_frame', float('nan')) / before.get('paced_cpu_ms_per_frame', float('nan')):.3f}x)")
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_after}
-    md = (f"# Peer comparison\n\n{len(frames)} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of "
-          f"{args.block}, unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, "
-          f"{info['date']}; load average (1/5/15 min) {load_before} before, {load_after} after.\n\n"
-          "CPU ms is each contender's own process CPU time per frame (all threads); cs = context switches of that "
-          "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
-          f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
-          f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones.\n\n"
-          + markdown_table(rows, COLUMNS))
-    out = Path(args.out)
-    write_results(out, "peers", {"machine": info, "frames": len(frames), "rows": rows}, md)
-    plot(rows, out / "peers.png", args.paced_fps)
-    print(f"wrote {out}/peers.json, .md, .png")
+    write(Path(args.out), {"machine": info, "frames": len(frames), "rows": rows}, args)
 
 
-def plot(rows: list[dict], path: Path, fps: float) -> None:
+def write(out: Path, payload: dict, args) -> None:
+    """peers.json, .md, .png and the page peers.html (listed in <out>/index.html)."""
+    info, rows = payload["machine"], payload["rows"]
+    intro = [f"{payload['frames']} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of {args.block}, "
+             f"unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, {info['date']}; load "
+             f"average (1/5/15 min) {info['load_average_before']} before, {info['load_average_after']} after.",
+             "CPU ms is each contender's own process CPU time per frame (all threads); cs = context switches of that "
+             "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
+             f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
+             f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones."]
+    write_results(out, "peers", payload, "# Peer comparison\n\n" + "\n\n".join(intro) + "\n\n" + markdown_table(rows, COLUMNS))
+    caption = (f"Left: frames per second of each contender fed as fast as it takes them ({payload['frames']} frames, decode "
+               f"excluded). Right: frame-in to result-out latency p50 with frames fed at {args.paced_fps:g} fps, logarithmic. "
+               "The contenders take the same blocks of frames in turn, so a change of load on the machine hits them alike.")
+    write_page(out, "peers", payload, title="Peer comparison", intro=intro, columns=COLUMNS,
+               figures={"peers": figure(rows, args.paced_fps)}, captions={"peers": caption})
+    print(f"wrote {out}/peers.json, .md, .png, .html")
+
+
+def figure(rows: list[dict], fps: float):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rows) + 1.5), sharey=True)
     names = [r["contender"] for r in rows]
     ax1.barh(names, [r["fps"] for r in rows])
@@ -204,8 +212,7 @@ def plot(rows: list[dict], path: Path, fps: float) -> None:
     ax2.set_xlabel(f"latency p50 at {fps:g} fps (ms)")
     ax2.set_xscale("log")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 if __name__ == "__main__":

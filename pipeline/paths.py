@@ -252,22 +252,22 @@ def _unwritable(folder: Path) -> str | None:
     return None
 
 
-def check_out_dir(out: str | Path, create: bool = True) -> Path:
-    """Fail before any work if the folder --out cannot be written; create=False checks without
-    making it (the nearest folder that exists is probed)."""
+def check_out_dir(out: str | Path, create: bool = True, flag: str = "--out") -> Path:
+    """Fail before any work if the folder --out (or `flag`) cannot be written; create=False checks
+    without making it (the nearest folder that exists is probed)."""
     out = expand(out)
     if out.exists() and not out.is_dir():  # it said '(File exists)' or 'not a writable folder'
-        raise EdgegazeError(f"--out {out} is a file; give a folder (a new or existing one)")
+        raise EdgegazeError(f"{flag} {out} is a file; give a folder (a new or existing one)")
     if not create:
         first = _nearest_existing(out)
         if _unwritable(first):
-            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
+            raise EdgegazeError(f"cannot write to {flag} {out} ({first} is not a writable folder); choose a writable folder")
         return out
     try:
         out.mkdir(parents=True, exist_ok=True)
         _probe(out)
     except OSError as e:
-        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
+        raise EdgegazeError(f"cannot write to {flag} {out} ({e.strerror or e}); choose a writable folder") from None
     return out
 
 

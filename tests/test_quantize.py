@@ -59,12 +59,16 @@ def cal(home):
 
 
 @pytest.fixture(scope="module")
-def reports(home, cal, tmp_path_factory):
+def reports_out(home, tmp_path_factory):
+    return tmp_path_factory.mktemp("reports")
+
+
+@pytest.fixture(scope="module")
+def reports(home, cal, reports_out):
     from pipeline import zoo
     from pipeline.optimize import quantize
 
-    out = tmp_path_factory.mktemp("reports")
-    options = quantize.QuantizeOptions(latency=False, out=out)
+    options = quantize.QuantizeOptions(latency=False, out=reports_out)
     return {m: quantize.quantize_model(zoo.get(m), cal, options, log=SAID.setdefault(m, []).append) for m in MODELS}
 
 
@@ -150,6 +154,22 @@ def test_final_check_rejects_a_choice_that_does_not_generalise(reports, cal):
     assert not paths.ir_path(DOES_NOT_GENERALISE, "INT8").exists()
 
 
+def test_quantize_pages_in_a_browser(reports, reports_out, browser):
+    """A page per model: the budget against every candidate (a plot), the per-layer sensitivity
+    where it was measured (a sortable table and a plot); the summary links them; the index lists all."""
+    from browser import check_index, check_page
+    from pipeline.optimize import pages
+
+    for model_id, report in reports.items():
+        text = check_page(browser, reports_out / model_id / "report.html", figures=2 if report["sensitivity"] else 1)
+        assert report["status"] in text and all(a["items"] in text for a in report["attempts"])
+        assert all(r["layer"] in text for r in report["sensitivity"])
+    assert any(r["sensitivity"] for r in reports.values())  # a fall-back measured the layers of one at least
+    pages.write_quantize_summary(list(reports.values()), reports_out, [])
+    assert all(m in check_page(browser, reports_out / "summary.html") for m in MODELS)
+    assert len(check_index(browser, reports_out)) == len(MODELS) + 1
+
+
 def test_budget_rejects_strict_budget_and_keeps_fp32(home, cal, reports, tmp_path):
     """No INT8 model can match FP32 to within 1e-6 degrees: nothing is written, the reason names the layers tried."""
     from pipeline import paths, zoo
@@ -191,6 +211,7 @@ def test_sensitivity_lists_every_quantizable_layer(home, cal, tmp_path):
 
     from pipeline import runtime, zoo
     from pipeline.optimize import metrics, quantize, sensitivity
+    from pipeline.report import html
 
     spec = zoo.get("landmarks-regression-retail-0009")
     items = cal.items(spec)
@@ -207,8 +228,9 @@ def test_sensitivity_lists_every_quantizable_layer(home, cal, tmp_path):
         # one layer alone in INT8 costs less than all of them
         assert r["only_int8"]["landmark_nme"] <= full + 1e-3
     csv = sensitivity.write_table(rows, ["landmark_nme", "budget_used"], tmp_path / "s.csv")
-    png = sensitivity.plot(rows, "landmark_nme", spec.id, tmp_path / "s.png")
+    (png,), svgs = html.save_figures({"s": sensitivity.figure(rows, "landmark_nme", spec.id)}, tmp_path)
     assert len(csv.read_text().splitlines()) == len(rows) + 1 and png.stat().st_size > 1000
+    assert svgs["s"].count('id="s-patch_') >= 2 * len(rows)  # a bar per layer in each mode, drawn inline too
 
 
 def test_source_without_faces_stops_before_writing(home, reports, tmp_path):

@@ -27,12 +27,15 @@ def _optimize_quantize(args) -> int:
 
 
 def _optimize_prune(args) -> int:
+    from pipeline import paths
     from pipeline.optimize import prune
+
+    paths.check_out_dir(args.index, create=False, flag="--index")  # the page is listed there after minutes of distillation
 
     options = prune.PruneOptions(method=args.method, ratio=args.ratio, calib=args.calib, steps=args.steps,
                                  then_int8=args.then_int8, tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
                                  block=args.channel_block, refit_convs=args.refit, focus=args.focus)
-    report = prune.prune(args.model, options)
+    report = prune.prune(args.model, options, index=args.index)
     print(prune.markdown([report]), end="")
     return 0
 
@@ -90,7 +93,7 @@ def _add_quantize(optimize) -> None:
 def _add_prune(optimize) -> None:
     """`optimize prune`: pruning with distillation recovery."""
     p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
-                            "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
+                            "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md/.html); needs the torch extra")
     p.add_argument("--model", required=True, help="face-landmark, iris-landmark, landmarks-regression-retail-0009 or head-pose-estimation-adas-0001")
     p.add_argument("--method", required=True, choices=["unstructured", "structured"],
                    help="unstructured: zero single weights (smaller compressed IR); structured: remove channels (faster)")
@@ -109,6 +112,7 @@ def _add_prune(optimize) -> None:
                    help="structured: skip the least-squares refit before distillation")
     p.add_argument("--focus", type=number(low=0), default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
+    p.add_argument("--index", default="results", help="folder whose index.html lists the report page (default results)")
     p.add_argument("--channel-block", type=int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)

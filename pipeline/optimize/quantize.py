@@ -399,6 +399,7 @@ def _report(job: _Job, cal: Calibration, all_layers: list, calib_s: float) -> di
         "layers_total": len(all_layers), "layers_fp32": job.kept_fp32 if ok else [], "ignore": list(job.opts.ignore),
         "attempts": attempts, "calibration_s": round(calib_s, 2),
         "mixed_precision_search_s": round(job.search_s, 1), "qat": job.qat,
+        "sensitivity": job.rows,  # per layer, where it was measured (a fall-back or --sensitivity)
     }
 
 
@@ -451,13 +452,15 @@ def _compare(job: _Job, report: dict) -> None:
 
 
 def _write_all(job: _Job, report: dict, report_dir: Path) -> None:
-    _write_report(report, report_dir)
+    from pipeline.optimize import pages
+
+    written = _write_report(report, report_dir)
     if job.source is not None and "path" in report:
         _write_source(job.source, job.spec.id, report_dir / "source")
     if job.rows:
         keys = list(metrics.BUDGET_KEYS[job.spec.stage]) + ["budget_used"]
-        sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv")
-        sensitivity.plot(job.rows, "budget_used", job.spec.id, report_dir / "sensitivity.png", job.attempts[0]["metrics"])
+        written.append(sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv"))
+    pages.write_quantize(report, report_dir, written)  # and sensitivity.png
 
 
 def _write_source(model: ov.Model, model_id: str, folder: Path) -> None:
@@ -476,8 +479,8 @@ def _fmt(v) -> str:
     return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
-def _write_report(report: dict, folder: Path) -> None:
-    paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))
+def _write_report(report: dict, folder: Path) -> list[Path]:
+    written = [paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))]
     keys = list(report["budget"])
     lines = [f"# {report['model_id']} — {report['status']}", "",
              f"Preset {report['preset']}; calibration {report['calibration']['items']} items from "
@@ -500,7 +503,7 @@ def _write_report(report: dict, folder: Path) -> None:
     if "reason" in report:
         lines += ["", f"**Kept FP32:** {report['reason']}"]
     lines += ["", "Notes: " + "; ".join(report["calibration"]["notes"])]
-    paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")
+    return written + [paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")]
 
 
 def summary_markdown(reports: list[dict]) -> str:
@@ -528,6 +531,8 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
     that only the final models are scored on); writes INT8 IR and reports (under `options.out`,
     default results/quantize). A set (not `all`) also brings the models its stages run (the default
     set: the gaze network), whose items its own upstream stages make."""
+    from pipeline.optimize import pages
+
     options = options or QuantizeOptions(out=Path("results/quantize"))
     specs = _models(set_name, model_id)
     if subset < 8:
@@ -544,8 +549,9 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
     latest = {r["model_id"]: r for r in reports}
     every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
     every = [r for r in every if r is not None]
-    paths.atomic_write(out / "summary.md", summary_markdown(every))
-    paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))
+    written = [paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float)),
+               paths.atomic_write(out / "summary.md", summary_markdown(every))]
+    pages.write_quantize_summary(every, out, written)
     return reports
 
 

@@ -293,12 +293,25 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.
 
 # ---- output ---------------------------------------------------------------------------------
 
-def write_report(report: dict, out: Path) -> list[Path]:
-    from pipeline.report import markdown, plots
+def write_report(report: dict, out: Path, index: str | Path | None = "") -> list[Path]:
+    """report.json, the plots (PNG), report.md and report.html in `out`; the page is listed in
+    `index`/index.html ("": in `out`'s)."""
+    from pipeline.report import html, markdown, plots
 
     out = Path(out)
     written = [out / "report.json", out / "report.md"]
     paths.atomic_write(written[0], json.dumps(report, indent=2))
-    pngs = plots.write_plots(report, out)
+    pngs, svgs = plots.write_plots(report, out)
     paths.atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
-    return written + pngs
+    page = html.write_page(out / "report.html", "report.html.j2", report, title=f"edgegaze report: {report['models_set']} set",
+                           what="edgegaze report", summary=_summary(report), figures=svgs, files=written,
+                           index=index, notes=markdown.notes(report))
+    return written + pngs + [page]
+
+
+def _summary(report: dict) -> str:
+    """One line for the index: what was measured on what."""
+    models = len({r["model_id"] for r in report["models"]})
+    return (f"{models} model(s) of the {report['models_set']} set at {', '.join(report['precisions'])} on "
+            f"{Path(report['input']['path']).name} ({report['input']['frames']} frames)"
+            + (", interrupted" if report.get("interrupted") else ""))
