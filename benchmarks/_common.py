@@ -1,10 +1,11 @@
-"""Shared bits of the benchmark scripts: machine facts and writing JSON + Markdown + PNG."""
+"""Shared bits of the benchmark scripts: machine facts and writing JSON + Markdown + PNG + HTML."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -45,6 +46,20 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
     (out / f"{name}.md").write_text(markdown + "\n")
 
 
+def write_page(out: Path, name: str, payload: dict, *, title: str, intro: list[str], columns: list[str],
+               figures: dict, captions: dict) -> Path:
+    """<out>/<name>.html from the payload written as <name>.json (its "rows" as a sortable table, the
+    figures inline, each with its caption), the figures as <name>.png beside it; listed in
+    <out>/index.html. columns: the row keys shown; intro: paragraphs (Markdown `code` spans)."""
+    from pipeline.report import html
+
+    pngs, svgs = html.save_figures(figures, out, dpi=100)
+    files = [out / f"{name}.json", out / f"{name}.md", *pngs]
+    return html.write_page(out / f"{name}.html", "benchmark.html.j2", payload, title=title,
+                           what=f"benchmarks/{Path(sys.argv[0]).name}", summary=intro[0], figures=svgs, files=files,
+                           intro=intro, columns=[(c, c.replace("_", " "), ".2f") for c in columns], captions=captions)
+
+
 def default_pipeline() -> dict:
     """build_pipeline keywords of the pipeline `edgegaze run` and `edgegaze mouse` build with no
     flags: the default set (OMZ's gaze network on the mesh's eye crops; the iris model runs only for
@@ -52,6 +67,12 @@ def default_pipeline() -> dict:
     from pipeline.spec import RuntimeOptions
 
     return dict(models="default", async_mode=RuntimeOptions().async_mode)
+
+
+def still_face_default() -> dict:
+    """The default pipeline with FaceMesh's skip rule on (`--param face-landmark.still_motion=0.001`, off by
+    default for its gaze cost: docs/performance.md), so its gain is measured in the same run."""
+    return dict(default_pipeline(), params=["face-landmark.still_motion=0.001"])
 
 
 def stages_of(pipe) -> list:

@@ -5,7 +5,11 @@
 (b) a Udacity-style pipeline: the OMZ models at FP32 / FP16, one blocking request per model per
     frame, detector on every frame, no eye-state model;
 (c) edgegaze: `edgegaze default` (the pipeline `edgegaze run` and `edgegaze mouse` build with no
-    flags, _common.default_pipeline), the mediapipe set (iris gaze) sync and async, the omz set at
+    flags, _common.default_pipeline), the same with FaceMesh's skip rule on (`--param
+    face-landmark.still_motion=0.001`, _common.still_face_default: its gain in the same run), the
+    default as it was before issue 37 (the mesh fit alone as its head pose, unmapped for the gaze
+    network: what the fused head pose's cost is measured against), the mediapipe set (iris gaze)
+    sync and async, the omz set at
     FP32 and at FP16-INT8, and the mediapipe set with a pruned iris model when one is on disk
     (CH25/CH20, `edgegaze optimize prune`).
 Blocks of frames go to each contender in turn, unpaced and then paced at a 30 fps webcam, so a
@@ -33,7 +37,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from _common import default_pipeline, infer_calls, load_average, machine, markdown_table, write_results  # noqa: E402
+from _common import (default_pipeline, infer_calls, load_average, machine, markdown_table,  # noqa: E402
+                     still_face_default, write_page, write_results)
 from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.api import build_pipeline  # noqa: E402
@@ -43,12 +48,18 @@ from pipeline.sources import open_source  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
 
+PREVIOUS_DEFAULT = "edgegaze default before issue 37 (head pose mesh)"
 _UDACITY = dict(models="omz", tracking=False, eye_state="none", threads=0, async_mode=False)
 CONTENDERS = {
     "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
     "udacity-style omz FP16": dict(_UDACITY, precision="FP16"),
     "edgegaze default": default_pipeline(),
+    # the default with FaceMesh's skip rule on (off by default): its gain, in the same run
+    "edgegaze default still_motion=0.001": still_face_default(),
     "edgegaze default --async": dict(default_pipeline(), async_mode=True),
+    # the default before issue 37 (the cost target's reference): the mesh fit alone as the head pose, given
+    # to the gaze network unmapped
+    PREVIOUS_DEFAULT: dict(default_pipeline(), head_pose="mesh", params={"gaze-estimation-adas-0002": {"pose_pitch_offset": 0.0}}),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "edgegaze omz FP32 sync": dict(models="omz", precision="FP32", async_mode=False),
@@ -165,22 +176,35 @@ def main() -> None:
               f"{r['voluntary_cs_per_frame']:.2f}/{r['involuntary_cs_per_frame']:.2f} cs/frame; at {args.paced_fps:g} fps "
               f"{100 * r.get('core_share_at_fps', float('nan')):.1f}% of a core, latency p50 "
               f"{r.get('latency_p50_ms', float('nan')):.2f} ms")
+    by_name = {r["contender"]: r for r in rows}
+    if {"edgegaze default", PREVIOUS_DEFAULT} <= set(by_name):  # issue 37's cost target: at most 1.05x
+        now, before = by_name["edgegaze default"], by_name[PREVIOUS_DEFAULT]
+        print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame of "
+              f"the default before issue 37 (paced: {now.get('paced_cpu_ms_per_frame', float('nan')) / before.get('paced_cpu_ms_per_frame', float('nan')):.3f}x)")
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_after}
-    md = (f"# Peer comparison\n\n{len(frames)} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of "
-          f"{args.block}, unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, "
-          f"{info['date']}; load average (1/5/15 min) {load_before} before, {load_after} after.\n\n"
-          "CPU ms is each contender's own process CPU time per frame (all threads); cs = context switches of that "
-          "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
-          f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
-          f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones.\n\n"
-          + markdown_table(rows, COLUMNS))
-    out = Path(args.out)
-    write_results(out, "peers", {"machine": info, "frames": len(frames), "rows": rows}, md)
-    plot(rows, out / "peers.png", args.paced_fps)
-    print(f"wrote {out}/peers.json, .md, .png")
+    write(Path(args.out), {"machine": info, "frames": len(frames), "rows": rows}, args)
 
 
-def plot(rows: list[dict], path: Path, fps: float) -> None:
+def write(out: Path, payload: dict, args) -> None:
+    """peers.json, .md, .png and the page peers.html (listed in <out>/index.html)."""
+    info, rows = payload["machine"], payload["rows"]
+    intro = [f"{payload['frames']} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of {args.block}, "
+             f"unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, {info['date']}; load "
+             f"average (1/5/15 min) {info['load_average_before']} before, {info['load_average_after']} after.",
+             "CPU ms is each contender's own process CPU time per frame (all threads); cs = context switches of that "
+             "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
+             f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
+             f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones."]
+    write_results(out, "peers", payload, "# Peer comparison\n\n" + "\n\n".join(intro) + "\n\n" + markdown_table(rows, COLUMNS))
+    caption = (f"Left: frames per second of each contender fed as fast as it takes them ({payload['frames']} frames, decode "
+               f"excluded). Right: frame-in to result-out latency p50 with frames fed at {args.paced_fps:g} fps, logarithmic. "
+               "The contenders take the same blocks of frames in turn, so a change of load on the machine hits them alike.")
+    write_page(out, "peers", payload, title="Peer comparison", intro=intro, columns=COLUMNS,
+               figures={"peers": figure(rows, args.paced_fps)}, captions={"peers": caption})
+    print(f"wrote {out}/peers.json, .md, .png, .html")
+
+
+def figure(rows: list[dict], fps: float):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rows) + 1.5), sharey=True)
     names = [r["contender"] for r in rows]
     ax1.barh(names, [r["fps"] for r in rows])
@@ -189,8 +213,7 @@ def plot(rows: list[dict], path: Path, fps: float) -> None:
     ax2.set_xlabel(f"latency p50 at {fps:g} fps (ms)")
     ax2.set_xscale("log")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ _EXPORTS = {
     "Calibration": "pipeline.control.calibration", "ScreenGeometry": "pipeline.control.calibration",
     # measure and optimize
     "build_report": "pipeline.report.model_report", "quantize": "pipeline.optimize.quantize",
+    "QuantizeOptions": "pipeline.optimize.quantize",
     "prune": "pipeline.optimize.prune", "PruneOptions": "pipeline.optimize.prune", "search": "pipeline.api",
     "EdgegazeError": "pipeline.errors", "ConfigError": "pipeline.errors", "ModelError": "pipeline.errors",
     "InputError": "pipeline.errors",

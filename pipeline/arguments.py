@@ -15,6 +15,7 @@ import math
 import sys
 
 from pipeline import zoo
+from pipeline.bundle import BundlePath
 from pipeline.bounds import Bounds
 from pipeline.results import STAGE_KINDS
 from pipeline.spec import PipelineSpec, RuntimeOptions
@@ -118,7 +119,7 @@ def add_profile_options(p: argparse.ArgumentParser, what: str, required: bool = 
     """--profile FILE or --bundle DIR_OR_ARCHIVE (a profile loads from either: pipeline.profile.load)."""
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--profile", help=f"deployment profile TOML (edgegaze optimize pipeline): {what}")
-    g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE",
+    g.add_argument("--bundle", dest="profile", metavar="DIR_OR_ARCHIVE", type=BundlePath,
                    help="a bundle from `edgegaze deploy` (folder or .tar.gz): its profile and models, checked first")
 
 

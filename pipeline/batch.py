@@ -139,7 +139,9 @@ def process_video(video: str, profile, dest: str, max_frames: int | None, params
         return {"error": str(e)}
     if s.interrupted:
         raise EdgegazeError(f"{video}: interrupted")
-    return {"frames": s.frames, "frames_with_face": s.frames_with_face, "seconds": round(s.seconds, 3)}
+    dropped = {"frames_with_dropped_face": s.frames_with_dropped_face, "dropped_reason": s.dropped_reason} \
+        if s.frames_with_dropped_face else {}  # a stage could not read a face there (FrameResult.dropped)
+    return {"frames": s.frames, "frames_with_face": s.frames_with_face, **dropped, "seconds": round(s.seconds, 3)}
 
 
 def _collect(ray, pending: dict, rows: dict, log) -> None:
@@ -156,7 +158,8 @@ def _collect(ray, pending: dict, rows: dict, log) -> None:
         log(f"  FAILED {video}: {rows[video]['error']}")
     else:
         rows[video].update(status="done", **result)
-        log(f"  done {video}")
+        n = result.get("frames_with_dropped_face")
+        log(f"  done {video}" + (f" (a face left out on {n} frames: {result['dropped_reason']})" if n else ""))
 
 
 def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, address: str | None = None,

@@ -8,11 +8,13 @@ calibration builds single stages the same way.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import convert, runtime, stages
+from pipeline.errors import EdgegazeError
 from pipeline.spec import RuntimeOptions, StageChoice
 
 # Blobs are made at the hint a bundle runs at by default; another hint or device compiles the IR.
@@ -29,6 +31,9 @@ class ZooModels:
 
     def params(self, choice: StageChoice) -> dict:
         return stages.zoo_params(choice.id)
+
+    def built(self) -> None:
+        """Called once a pipeline's stages are built (a bundle says here what it could not import)."""
 
     def compiled(self, key: str, choice: StageChoice, options: RuntimeOptions):
         model = stages.model_of(choice.id)
@@ -60,6 +65,7 @@ class BundleModels:
     parameters go under them."""
 
     files: Mapping[str, StageFiles]
+    unimported: list[str] = field(default_factory=list, compare=False)  # why each blob could not be imported
 
     def params(self, choice: StageChoice) -> dict:
         return {}
@@ -72,8 +78,20 @@ class BundleModels:
         if options.device.upper() == "CPU":  # as runtime.load does for a zoo model
             config["inference_precision"] = found.inference_precision
         if found.blob is not None and (options.device.upper(), options.hint.upper()) == (BLOB_DEVICE, BLOB_HINT):
-            return runtime.import_compiled(found.blob, options.device, **config)
+            try:
+                return runtime.import_compiled(found.blob, options.device, **config)
+            except EdgegazeError as e:  # both were checked against the manifest: the IR still runs
+                self.unimported.append(str(e))
         return runtime.compile_model(found.ir, options.device, **config)
+
+    def built(self) -> None:
+        """A blob OpenVINO could not import (another build or CPU): one line, however many blobs; the
+        bundle still runs, a little slower to start."""
+        if self.unimported:
+            more = f" (and {len(self.unimported) - 1} more blobs)" if len(self.unimported) > 1 else ""
+            print(f"edgegaze: warning: {self.unimported[0]}{more}; compiled the bundle's IR instead (checked intact); "
+                  "remake the bundle with `edgegaze deploy` for blobs this OpenVINO imports", file=sys.stderr)
+            self.unimported.clear()
 
 
 def build_stage(choice: StageChoice, options: RuntimeOptions | None = None, models=ZOO, key: str | None = None):
@@ -88,6 +106,13 @@ def build_stage(choice: StageChoice, options: RuntimeOptions | None = None, mode
         return cls({role: build_stage(choice.parts.get(role) or StageChoice(part, choice.precision), options, models,
                                       f"{key}-{role}") for role, part in cls.parts.items()}, **settings)
     return cls(models.compiled(key, choice, options), **settings)
+
+
+def build_stages(spec, models=ZOO) -> dict:
+    """Stage kind -> ready stage, for every stage of a (checked) PipelineSpec."""
+    built = {kind: build_stage(choice, spec.runtime, models) for kind, choice in spec.stages.items()}
+    models.built()
+    return built
 
 
 def stage(stage_id: str, precision: str = "FP32", params: dict | None = None, **options):

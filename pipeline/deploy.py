@@ -13,7 +13,10 @@ no zoo manifest, no model folder, no network) runs it with `edgegaze run --bundl
                           model's license and source, and every file's sha256
 
 Before anything is written the pipeline is built as `run --profile` builds it (every check it
-makes); the bundle is written into a temp folder that replaces --out whole, or becomes one .tar.gz.
+makes, and that a --calibration's gaze signal is one its gaze stage computes); the bundle is
+written in a temp folder beside --out that this deploy holds (paths.held_temp_dir), then replaces
+--out whole or becomes one .tar.gz. A failure (a full disk) removes it; a killed deploy's is
+removed by the next deploy or run that finds it.
 """
 
 from __future__ import annotations
@@ -21,24 +24,26 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import sys
 import tarfile
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from pipeline import __version__, bundle, convert, paths, runtime, stages, zoo
 from pipeline import profile as profiles
 from pipeline.builder import BLOB_HINT
-from pipeline.errors import EdgegazeError
+from pipeline.errors import EdgegazeError, WriteError
 from pipeline.spec import PipelineSpec, StageChoice
 
 CALIBRATION = "calibration.json"
 
 
 def deploy(profile_path: str | Path, out: str | Path, calibration: str | Path | None = None, archive: bool = False,
-           blobs: bool = True, params: list[str] | None = None, log=print) -> Path:
+           blobs: bool = True, params: list[str] | None = None, log=print,
+           warn=lambda line: print(line, file=sys.stderr)) -> Path:
     """Write the bundle of a profile to `out` (a folder, or a .tar.gz with `archive` or that name);
-    `params` (--param STAGE.KEY=VALUE) are kept in it. Returns what was written."""
+    `params` (--param STAGE.KEY=VALUE) are kept in it. Returns what was written. `warn` gets the
+    line saying a killed deploy's temp folder was removed."""
     from pipeline.runner import Pipeline
 
     profile = profiles.load(profile_path)
@@ -46,28 +51,42 @@ def deploy(profile_path: str | Path, out: str | Path, calibration: str | Path | 
         raise EdgegazeError(f"{profile_path} is a bundle already; copy it as it is (deploy makes a bundle of a "
                             "profile from `edgegaze optimize pipeline`)")
     target, archive = _target(out, archive)
-    if calibration:
-        _check_calibration(calibration)
+    calib = _calibration(calibration) if calibration else None
     spec = profile.spec.with_params(params)
     pipe = Pipeline.from_spec(spec)  # what `run --profile` checks; compiles each model
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    if calib is not None:
+        _check_calibration_runs(calib, calibration, pipe, profile_path)
+    bundle.remove_abandoned(target.parent, bundle.temp_prefix(target.name), warn)
     try:
-        blob_config = {"hint": BLOB_HINT, "threads": spec.runtime.threads} if blobs else None  # how the bundle runs
-        spec, files, models = _stages(spec, pipe, work, blob_config)
-        if calibration:
-            shutil.copyfile(paths.expand(calibration), work / CALIBRATION)
-        profiles.write(work / bundle.PROFILE, replace(profile, spec=spec), **files)
-        manifest = _manifest(profile, models, blobs, bool(calibration))
-        (work / "README.md").write_text(readme(manifest, profile, target))
-        bundle.write_manifest(work, manifest)
-        _place(work, target, archive)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        with paths.held_temp_dir(target.parent, bundle.temp_prefix(target.name)) as work:
+            models = _write(work / "bundle", profile, spec, pipe, calibration, blobs, target)
+            _place(work, target, archive)
+    except WriteError as e:  # a blob or the profile: named by its temp path, which is gone
+        raise WriteError(target, e.error, removed=NOTHING_LEFT) from None
+    except OSError as e:  # a full disk, an I/O error: was a traceback from copying a model
+        raise WriteError(target, e, removed=NOTHING_LEFT) from None
     size = target.stat().st_size if archive else sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     log(f"wrote bundle {target} ({size / 1e6:.1f} MB, {len(models)} stage models); run it with: "
         f"{run_command(target)} --input 0")
     return target
 
+
+NOTHING_LEFT = "nothing was left there (a bundle there before stays as it was)"
+
+
+def _write(work: Path, profile: profiles.Profile, spec: PipelineSpec, pipe, calibration, blobs: bool,
+           target: Path) -> list[dict]:
+    """The bundle's files in the new folder `work`; the manifest's model entries."""
+    work.mkdir()
+    blob_config = {"hint": BLOB_HINT, "threads": spec.runtime.threads} if blobs else None  # how the bundle runs
+    spec, files, models = _stages(spec, pipe, work, blob_config)
+    if calibration:
+        shutil.copyfile(paths.expand(calibration), work / CALIBRATION)
+    profiles.write(work / bundle.PROFILE, replace(profile, spec=spec), **files)
+    manifest = _manifest(profile, models, blobs, bool(calibration))
+    (work / "README.md").write_text(readme(manifest, profile, target))
+    bundle.write_manifest(work, manifest)
+    return models
 
 def run_command(target: Path) -> str:
     return f"edgegaze run --bundle {target.name}"
@@ -80,24 +99,40 @@ def _target(out: str | Path, archive: bool) -> tuple[Path, bool]:
     if archive:
         out = out if bundle.is_archive(out) else out.with_name(out.name + ".tar.gz")
         paths.check_writable_file(out, make_folders=True)
+        out = paths.output_target(out)[0]  # a symlink: its target is replaced, from a temp folder beside it
     elif out.exists() and not (out.is_dir() and ((out / bundle.MANIFEST).is_file() or not any(out.iterdir()))):
         raise EdgegazeError(f"--out {out} exists and is not a bundle; choose a new folder (a bundle there is replaced)")
     else:
         paths.check_out_dir(out, create=False)
     out = out.absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WriteError(out, e, removed=False) from None
     return out, archive
 
 
-def _check_calibration(path: str | Path) -> None:
+def _calibration(path: str | Path):
+    """The calibration --calibration names, read as the mouse reads it."""
     from pipeline.control.calibration import Calibration
 
     if not paths.expand(path).is_file():
         raise EdgegazeError(f"--calibration {path} not found; give a calibration JSON `edgegaze mouse` saved")
     try:
-        Calibration.load(paths.expand(path))
+        return Calibration.load(paths.expand(path))
     except EdgegazeError as e:  # its advice (--recalibrate) is the mouse's
         raise EdgegazeError(f"--calibration: {str(e).split('; ')[0]}; give a calibration JSON `edgegaze mouse` saved") from None
+
+
+def _check_calibration_runs(calib, path, pipe, profile_path) -> None:
+    """Refuse here a calibration the bundle's own mouse would refuse on the box: one that reads a
+    gaze signal this profile's gaze stage does not compute."""
+    from pipeline.control import calibration as cal
+
+    cal.check_signals(pipe, cal.needs(calib.model), what=f"--calibration {path}",
+                      advice=f"calibrate with this profile's pipeline (edgegaze mouse --profile {profile_path} "
+                      "--recalibrate --calibration NEW.json) and ship that, or deploy a profile whose gaze stage "
+                      "computes it (dual-gaze, the default set's, computes both)")
 
 
 def _stages(spec: PipelineSpec, pipe, work: Path, blob_config: dict | None) -> tuple[PipelineSpec, dict, list[dict]]:
@@ -193,18 +228,15 @@ def readme(manifest: dict, profile: profiles.Profile, target: Path) -> str:
 
 
 def _place(work: Path, target: Path, archive: bool) -> None:
-    """The finished bundle to `target`: a folder replacing an older bundle whole, or one .tar.gz."""
-    os.chmod(work, paths.dir_mode())  # mkdtemp's 0700 -> a folder as readable as a new one
+    """The finished bundle (work/bundle) to `target`: a folder replacing an older bundle whole, or
+    one .tar.gz. Whatever is left in `work` (the old bundle) goes with it."""
     if archive:
-        def write_tar(tmp: str) -> None:
-            with tarfile.open(tmp, "w:gz") as tar:
-                tar.add(work, arcname=bundle.archive_stem(target))  # unpacks as one folder
-        paths.atomic_write(target, write_tar)
+        tar_path = work / "bundle.tar.gz"
+        with tarfile.open(tar_path, "w:gz") as tar:
+            tar.add(work / "bundle", arcname=bundle.archive_stem(target))  # unpacks as one folder
+        os.chmod(tar_path, paths.file_mode())
+        os.replace(tar_path, target)
         return
-    old = None
     if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-        os.replace(target, old / "bundle")
-    os.replace(work, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, work / "old")
+    os.replace(work / "bundle", target)

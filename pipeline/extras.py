@@ -16,9 +16,9 @@ from pipeline.errors import EdgegazeError
 
 # extra -> the modules (import names) it provides
 PROVIDES = {
-    "optimize": ("nncf", "matplotlib"),
-    "eval": ("scipy", "matplotlib"),
-    "report": ("matplotlib",),
+    "optimize": ("nncf", "matplotlib", "jinja2"),
+    "eval": ("scipy", "matplotlib", "jinja2"),
+    "report": ("matplotlib", "jinja2"),
     "mouse": ("pyautogui", "OneEuroFilter", *(("Xlib",) if sys.platform.startswith("linux") else ())),
     "torch": ("torch",),
     "ray": ("ray",),

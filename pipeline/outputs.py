@@ -70,6 +70,8 @@ def frame_record(fr: FrameResult) -> dict:
               "ms": {k: round(v, 3) for k, v in fr.ms.items()}, "faces": [face_record(r) for r in fr.faces]}
     if fr.name:
         record["image"] = fr.name
+    if fr.dropped:  # faces a stage could not read (NaN landmarks, no head-pose fit), left out of "faces"
+        record["dropped_faces"] = len(fr.dropped)
     return record
 
 
@@ -100,6 +102,13 @@ class RunSummary:
     seconds: float = 0.0
     interrupted: bool = False
     skipped_note: str = ""  # what the source skipped (unreadable images, a video that ended early)
+    frames_with_dropped_face: int = 0  # frames where a stage could not read a face (FrameResult.dropped)
+    dropped_reason: str = ""  # the first such face's reason
+
+    def dropped_note(self) -> str:
+        """What the run's summary line says of faces left out, or ""."""
+        return (f", a face left out on {self.frames_with_dropped_face} ({self.dropped_reason})"
+                if self.frames_with_dropped_face else "")
 
     @property
     def fps(self) -> float:
@@ -295,6 +304,9 @@ def _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start) -> N
         summary.frames += 1
         summary.frames_with_face += bool(fr.faces)
         summary.detector_frames += fr.detector_ran
+        if fr.dropped:
+            summary.frames_with_dropped_face += 1
+            summary.dropped_reason = summary.dropped_reason or fr.dropped[0]
         bar.update()
         if show:
             cv2.imshow("edgegaze", image)

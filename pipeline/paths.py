@@ -8,18 +8,26 @@ blob cache).
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 import platformdirs
 
 from pipeline.errors import EdgegazeError, WriteError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no holds, so no folder is taken for a killed writer's
+    fcntl = None
 
 CHECKOUT_MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -86,6 +94,68 @@ def temp_beside(path: Path, suffix: str = "") -> tuple[int, str]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.fchmod(fd, file_mode())
     return fd, tmp
+
+
+@contextmanager
+def held_temp_dir(parent: Path, prefix: str):
+    """A new folder in `parent` named `prefix` + random, with the usual folder mode (not mkdtemp's
+    0700), that this process holds while it writes there; removed on exit, however it ends.
+
+    The hold is an flock on the folder itself, which the kernel drops when the process dies, so
+    remove_abandoned tells a killed writer's folder (SIGKILL, a power cut: no `finally` ran) from a
+    live one's, on any host that shares the lock, without trusting pids."""
+    fd, tmp = _new_held_dir(parent, prefix)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)  # the hold ends once the folder is gone: no one removes it under a live writer
+
+
+def _new_held_dir(parent: Path, prefix: str) -> tuple[int | None, Path]:
+    for _ in range(3):
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        fd = os.open(tmp, os.O_RDONLY) if fcntl is not None else None
+        try:  # between mkdtemp and the hold, another process may have taken it for a killed writer's
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if fd is None or os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                os.chmod(tmp, dir_mode())
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    raise OSError(errno.EBUSY, f"temp folders in {parent} are removed as soon as they are made")
+
+
+def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
+    """Remove the folders in `parent` named `prefix`... that no live process holds (held_temp_dir):
+    those a killed writer left. Those removed, by name order; a folder this user cannot remove stays."""
+    if fcntl is None:
+        return []
+    try:
+        found = sorted(p for p in parent.iterdir() if p.name.startswith(prefix))
+    except OSError:
+        return []
+    return [p for p in found if _remove_if_abandoned(p)]
+
+
+def _remove_if_abandoned(folder: Path) -> bool:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # gone, a file or a link, or another user's that this one cannot read
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: its writer is alive
+        if not os.path.samestat(os.fstat(fd), os.lstat(folder)):
+            return False
+        shutil.rmtree(folder, ignore_errors=True)
+        return not folder.exists()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str | Path, data: str | bytes | Callable[[str], object]) -> Path:
@@ -182,22 +252,22 @@ def _unwritable(folder: Path) -> str | None:
     return None
 
 
-def check_out_dir(out: str | Path, create: bool = True) -> Path:
-    """Fail before any work if the folder --out cannot be written; create=False checks without
-    making it (the nearest folder that exists is probed)."""
+def check_out_dir(out: str | Path, create: bool = True, flag: str = "--out") -> Path:
+    """Fail before any work if the folder --out (or `flag`) cannot be written; create=False checks
+    without making it (the nearest folder that exists is probed)."""
     out = expand(out)
     if out.exists() and not out.is_dir():  # it said '(File exists)' or 'not a writable folder'
-        raise EdgegazeError(f"--out {out} is a file; give a folder (a new or existing one)")
+        raise EdgegazeError(f"{flag} {out} is a file; give a folder (a new or existing one)")
     if not create:
         first = _nearest_existing(out)
         if _unwritable(first):
-            raise EdgegazeError(f"cannot write to --out {out} ({first} is not a writable folder); choose a writable folder")
+            raise EdgegazeError(f"cannot write to {flag} {out} ({first} is not a writable folder); choose a writable folder")
         return out
     try:
         out.mkdir(parents=True, exist_ok=True)
         _probe(out)
     except OSError as e:
-        raise EdgegazeError(f"cannot write to --out {out} ({e.strerror or e}); choose a writable folder") from None
+        raise EdgegazeError(f"cannot write to {flag} {out} ({e.strerror or e}); choose a writable folder") from None
     return out
 
 

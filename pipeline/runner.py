@@ -36,6 +36,7 @@ import numpy as np
 
 from pipeline import builder
 from pipeline.boxes import iou
+from pipeline.errors import FaceUnreadable
 from pipeline.results import STAGE_KINDS, Face, FaceResult, FrameResult
 from pipeline.sources import Frame
 from pipeline.spec import PipelineSpec, RuntimeOptions
@@ -92,7 +93,7 @@ class Pipeline:
         problems = spec.check()
         if problems:
             raise problems[0].error()
-        built = {kind: builder.build_stage(choice, spec.runtime, models) for kind, choice in spec.stages.items()}
+        built = builder.build_stages(spec, models)
         return cls(built, spec.runtime, spec)
 
     def by_kind(self) -> dict:
@@ -106,21 +107,32 @@ class Pipeline:
         self._since_detect = 0
 
     # -- front half: faces and landmarks (sequential because tracking links frames) --------
-    def _detect(self, image: np.ndarray, keep: list[FaceResult], ms: dict) -> list[FaceResult]:
+    def _detect(self, image: np.ndarray, keep: list[FaceResult], ms: dict, drops: list[str]) -> list[FaceResult]:
         found = sorted(_timed(ms, "face", self.detector, image), key=lambda f: -f.score)
         results = list(keep)
         for face in found:
             if len(results) >= self.max_faces:
                 break
-            if all(iou(face.box, r.face.box) < 0.3 for r in results):
-                results.append(self._with_landmarks(image, face, ms))
+            if not (np.isfinite(face.box).all() and np.isfinite(face.score)):  # a damaged detector's
+                drops.append(f"the face stage ({type(self.detector).__name__}) gave a box that is not finite")
+            elif all(iou(face.box, r.face.box) < 0.3 for r in results):
+                r = self._with_landmarks(image, face, ms, drops)
+                results += [r] if r is not None else []
         self._since_detect = 0
-        return [r for r in results if r is not None]
+        return results
 
-    def _with_landmarks(self, image, face: Face, ms: dict) -> FaceResult | None:
+    def _with_landmarks(self, image, face: Face, ms: dict, drops: list[str] | None = None) -> FaceResult | None:
+        """The face with its landmarks; None when a tracked region lost it, or when the landmarks
+        stage cannot read it (its reason added to `drops`, if given: a tracked face that fails is
+        lost, and the detector's try at it counts)."""
         result = FaceResult(face=face)
         if self.landmarks is not None:
-            result.landmarks = _timed(result.ms, "landmarks", self.landmarks, image, result)
+            try:
+                result.landmarks = _timed(result.ms, "landmarks", self.landmarks, image, result)
+            except FaceUnreadable as e:
+                if drops is not None:
+                    drops.append(str(e))
+                return None
             ms["landmarks"] = ms.get("landmarks", 0.0) + result.ms["landmarks"]
             if face.tracked and not self.landmarks.present(result.landmarks):
                 return None  # the tracked region lost the face: the detector takes over
@@ -139,10 +151,10 @@ class Pipeline:
             result.ms["landmarks"] += again.ms["landmarks"]
         return result
 
-    def _front(self, image: np.ndarray, ms: dict, still: bool = False) -> tuple[list[FaceResult], bool]:
+    def _front(self, image: np.ndarray, ms: dict, drops: list[str], still: bool = False) -> tuple[list[FaceResult], bool]:
         if still:  # a photo in a folder of photos: the last one's faces are not in it (order-dependent results)
             self.reset()
-            results = self._detect(image, [], ms)
+            results = self._detect(image, [], ms, drops)
             return [self._settled(image, r, ms) for r in results], True
         results, lost = [], False
         periodic = self._since_detect >= self.redetect_every
@@ -155,7 +167,7 @@ class Pipeline:
                     results.append(r)
         ran = not results or lost or (periodic and len(results) < self.max_faces) or not self.tracking
         if ran:
-            results = self._detect(image, results, ms)
+            results = self._detect(image, results, ms, drops)
         self._since_detect += 1
         self._tracked = []
         if self.tracking and self.landmarks is not None:
@@ -167,22 +179,33 @@ class Pipeline:
         return results, ran
 
     # -- back half: per-face stages that nothing later depends on ------------------------
-    def _back(self, image: np.ndarray, results: list[FaceResult], ms: dict) -> None:
+    def _back(self, image: np.ndarray, results: list[FaceResult], ms: dict, drops: list[str]) -> list[FaceResult]:
+        """The faces with their back-half results; a face a stage cannot read is left out (its
+        reason added to `drops`)."""
+        kept = []
         for r in results:
-            for kind, stage in self.back.items():
-                value = _timed(r.ms, kind, stage, image, r)
-                setattr(r, kind, value)
-                ms[kind] = ms.get(kind, 0.0) + r.ms[kind]
+            try:
+                for kind, stage in self.back.items():
+                    value = _timed(r.ms, kind, stage, image, r)
+                    setattr(r, kind, value)
+                    ms[kind] = ms.get(kind, 0.0) + r.ms[kind]
+            except FaceUnreadable as e:
+                drops.append(str(e))
+                continue
+            kept.append(r)
+        return kept
 
-    def _finish(self, frame: Frame, results, ran, ms) -> FrameResult:
-        self._back(frame.image, results, ms)
-        return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image)
+    def _finish(self, frame: Frame, results, ran, ms, drops: list[str]) -> FrameResult:
+        results = self._back(frame.image, results, ms, drops)
+        return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image,
+                           drops)
 
     def step(self, frame: Frame) -> FrameResult:
         """One frame, synchronously."""
         ms: dict[str, float] = {}
-        results, ran = self._front(frame.image, ms, frame.still)
-        return self._finish(frame, results, ran, ms)
+        drops: list[str] = []
+        results, ran = self._front(frame.image, ms, drops, frame.still)
+        return self._finish(frame, results, ran, ms, drops)
 
     def process(self, image: np.ndarray, index: int = 0, timestamp: float = 0.0, still: bool = False) -> FrameResult:
         """One BGR image; still=True for a photo (no tracking from the image before, landmarks settled
@@ -208,11 +231,12 @@ class Pipeline:
                     yield pending.result()
                     pending = None
                 ms: dict[str, float] = {}
-                results, ran = self._front(frame.image, ms, frame.still)
+                drops: list[str] = []
+                results, ran = self._front(frame.image, ms, drops, frame.still)
                 if not waiting:  # live: run it through here, no thread hand-off
-                    yield self._finish(frame, results, ran, ms)
+                    yield self._finish(frame, results, ran, ms, drops)
                     continue
-                future = pool.submit(self._finish, frame, results, ran, ms)
+                future = pool.submit(self._finish, frame, results, ran, ms, drops)
                 if pending is not None:
                     yield pending.result()
                 pending = future

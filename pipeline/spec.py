@@ -87,6 +87,21 @@ class StageChoice:
         return f"{self.id}@{self.precision}"
 
 
+def _at_set_precisions(choice: StageChoice, set_name: str, text: str, precision: str) -> StageChoice:
+    """The choice with each model the set runs at a precision of its own ([sets.NAME.precisions],
+    at the FP32 base and where the set names no tag) at that precision."""
+    from pipeline import stages
+
+    try:
+        own = stages.run_precisions(set_name, text, precision)
+    except EdgegazeError:  # an id no stage runs: check() says so
+        return choice
+    if not own:
+        return choice
+    parts = {r: replace(p, precision=own.get(p.id, p.precision)) for r, p in choice.parts.items()}
+    return replace(choice, precision=own.get(choice.id, choice.precision), parts=parts)
+
+
 def _split(text: str, precision: str, where: str) -> tuple[str, str]:
     """"ID@TAG" -> (ID, TAG upper-cased); "ID" -> (ID, precision). An empty tag, or one that is not a
     folder name ('/', '..'), is an error, not a path."""
@@ -192,8 +207,8 @@ class PipelineSpec:
         if name not in all_sets:
             raise ConfigError(f"unknown model set '{name}'; valid sets: {', '.join(all_sets)}", "set")
         chosen = {k: v for k in STAGE_KINDS if (v := all_sets[name].get(k)) and v != "none"}
-        return cls({k: StageChoice.parse(v, precision, f"stages.{k}") for k, v in chosen.items()},
-                   runtime or RuntimeOptions())
+        return cls({k: _at_set_precisions(StageChoice.parse(v, precision, f"stages.{k}"), name, v, precision)
+                    for k, v in chosen.items()}, runtime or RuntimeOptions())
 
     @property
     def names(self) -> dict[str, str]:

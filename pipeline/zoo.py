@@ -8,6 +8,9 @@ A file comes from one of two sources:
   layout, others at the manifest's `mirror` path (`--mirror DIR` or EDGEGAZE_MIRROR; several
   folders joined with os.pathsep are tried in turn).
 Every file is verified before it lands in the cache and again before it is used.
+
+A set may run one of its models at a precision of its own (`[sets.NAME.precisions]`, model id ->
+precision tag) where the run asks for FP32, the default, and the stage is not named `ID@TAG`.
 """
 
 from __future__ import annotations
@@ -113,6 +116,11 @@ def get(model_id: str) -> ModelSpec:
     if model_id not in all_models:
         raise EdgegazeError(f"unknown model '{model_id}'; valid ids: {', '.join(all_models)}")
     return all_models[model_id]
+
+
+def set_precisions(set_name: str) -> dict[str, str]:
+    """The models a set runs at a precision of its own at the FP32 base: model id -> precision tag."""
+    return dict(sets().get(set_name, {}).get("precisions", {}))
 
 
 def select(set_name: str | None = None, model_id: str | None = None) -> list[ModelSpec]:

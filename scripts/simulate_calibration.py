@@ -26,6 +26,12 @@ per simulated user (four people; webcam_1280x720.mp4 wears glasses):
    signal picked per user on those leave-one-target-out errors, calibration.choose_signal's rule
    regression.pick_signal) and the affine map of the network's angles (the reference).
 
+`--pose-input` (issue 37) asks whether the calibration should also choose the head pose the gaze
+network is given: the second signal is then not the iris stage but the same network fed Intel's
+head-pose network (on this pipeline's face box) instead of the default's mapped head pose, from the
+traces scripts/pose_map.py writes (results/headpose/pose_input.npz, the 4 single-face videos); the
+tables' `iris` rows are that signal, `both` the two together, `auto` the choice per user.
+
 Conditions (`--condition`): `moving` (the users' heads move as in their video and the network leaks
 head pose), `no-leak` (heads move, the network does not leak) and `still` (the head trace held at
 its median; the features keep their real noise). `--head-scale S` scales the head motion.
@@ -209,8 +215,8 @@ def score_user(points, samples, test_points, test_feats) -> dict[str, tuple[floa
 
 def simulate(users: int, seed: int = 0, condition: str = "moving", head_scale: float = 1.0,
              stills: bool = False, cache: Path = ROOT / "results" / "calibration", rule: str | None = None,
-             layouts=tuple(LAYOUTS)) -> list[dict]:
-    d = extract(cache / "signals.npz")
+             layouts=tuple(LAYOUTS), traces: Path | None = None) -> list[dict]:
+    d = extract(traces or cache / "signals.npz")
     people = [Person(person(d, k), condition == "still", head_scale) for k in range(len(VIDEOS))]
     rng = np.random.default_rng(seed)
     w, h = SCREEN.width_px, SCREEN.height_px
@@ -285,15 +291,20 @@ def main() -> None:
     ap.add_argument("--stills", action="store_true", help="one photo per target instead of a video session")
     ap.add_argument("--reject", choices=("eyes", "signals", "glare"), help="a rejection of spoilt samples to try")
     ap.add_argument("--layouts", default=",".join(LAYOUTS), help="comma list of LAYOUTS")
+    ap.add_argument("--pose-input", action="store_true", help="the second signal is the gaze network fed Intel's "
+                    "head pose instead of the iris stage (traces of scripts/pose_map.py; the tables' 'iris')")
     ap.add_argument("--out", default=str(ROOT / "results" / "calibration"))
     args = ap.parse_args()
     out = Path(args.out)
+    traces = ROOT / "results" / "headpose" / "pose_input.npz" if args.pose_input else None
+    if traces and not traces.exists():
+        sys.exit(f"{traces} is missing: run python scripts/pose_map.py first")
     rows = simulate(args.users, args.seed, args.condition, args.head_scale, args.stills, out, args.reject,
-                    args.layouts.split(","))
+                    args.layouts.split(","), traces)
     out.mkdir(parents=True, exist_ok=True)
     stem = "simulation" + ("" if args.condition == "moving" else f"_{args.condition}") + \
         ("" if args.head_scale == 1 else f"_head{args.head_scale:g}") + ("_stills" if args.stills else "") + \
-        (f"_reject_{args.reject}" if args.reject else "")
+        (f"_reject_{args.reject}" if args.reject else "") + ("_pose_input" if args.pose_input else "")
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     md = markdown(rows, args.users)
     (out / f"{stem}.md").write_text(md)

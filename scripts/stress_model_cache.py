@@ -35,7 +35,9 @@ def cold_home(root: Path) -> Path:
 
 def run_at_once(home: Path, code: Path, n: int, frames: int = 3) -> list[subprocess.CompletedProcess]:
     env = {**os.environ, "PYTHONPATH": str(code), "EDGEGAZE_HOME": str(home)}
-    cmd = [sys.executable, "-m", "pipeline", "run", "--input", str(VIDEO), "--max-frames", str(frames)]
+    # the mediapipe set, whose sources cold_home copies (the default set's gaze network is not among them)
+    cmd = [sys.executable, "-m", "pipeline", "run", "--input", str(VIDEO), "--max-frames", str(frames),
+           "--models", "mediapipe"]
     procs = [subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(n)]
     # communicate, not wait first: a child that fills its pipe would block for good

@@ -1,7 +1,7 @@
 """Shared fixtures: real data from ../shared/data and the real zoo, fetched and converted once.
 
 Under CI=true missing shared data, or a missing optional part that CI installs (PyTorch, Ray, a
-virtual X server), is an error, never a silent skip. Elsewhere such a test skips with the command
+virtual X server, Chromium), is an error, never a silent skip. Elsewhere such a test skips with the command
 that enables it.
 """
 
@@ -28,6 +28,8 @@ ENABLE = {
     "ray": 'pip install -e ".[ray]"',  # in [dev]; named for installs without it
     "Xvfb": "sudo apt-get install xvfb xdotool",
     "xdotool": "sudo apt-get install xvfb xdotool",
+    "chromium": "sudo apt-get install chromium",
+    "playwright": 'pip install -e ".[dev]"',
 }
 
 
@@ -122,6 +124,25 @@ def zoo_ready():
         for precision in spec.precisions:
             convert.convert(spec, precision, log=lambda *_: None)
     return True
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium from the distribution's package, driven by Playwright (never a browser it
+    downloads): one for the session, each page in a new tab. Playwright starts it with a fresh
+    profile folder of its own."""
+    from browser import CHROMIUM_ARGS, chromium
+
+    need("playwright")
+    executable = chromium()
+    if executable is None:
+        unavailable(f"chromium is not installed: {ENABLE['chromium']}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture(scope="module")

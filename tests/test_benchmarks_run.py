@@ -7,6 +7,7 @@ started (--help): its real run takes over 10 minutes even at its smallest settin
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -37,6 +38,8 @@ CASES = {
                          "--seconds", "0.02", "--out", "out"], "out"),
     "bench_int8.py": (["--model", "iris-landmark", "--seconds", "0.05", "--out", "out"], "out/bench_int8.json"),
     "bench_soak.py": (["--frames", "40", "--sample", "5", "--out", "out"], "out/soak.json"),
+    "bench_pages.py": (["--frames", "2", "--models", "mediapipe", "--precision", "FP32", "--repeats", "1", "--out", "out"],
+                       "out/bench_pages.json"),
     "bench_headpose.py": (["--step", "400", "--out", "out"], "out"),
     # the two fresh installs need PyPI (or pip's cache) and minutes: not here
     "bench_deploy.py": (["--no-sizes", "--repeats", "1", "--frames", "5", "--out", "out"], "out/bench_deploy.json"),
@@ -46,16 +49,38 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def peers_out(zoo_ready, tmp_path_factory):
+    """bench_peers run once: its folder (the test below and the page's test read it)."""
+    shared_path("video/udacity_demo_1080p.mp4")
+    folder = tmp_path_factory.mktemp("peers")
+    bench("bench_peers.py", *CASES["bench_peers.py"][0], cwd=folder)
+    return folder
+
+
 @pytest.mark.parametrize("script", list(CASES))
-def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script):
+def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script, request):
     shared_path("video/udacity_demo_1080p.mp4")
     if script == "bench_optimize_pipeline.py":  # the search and the batch runs are on Ray
         need("ray")
     args, result = CASES[script]
     if script in ("bench_int8.py", "bench_soak.py"):
         args = [*args, "--calib" if script == "bench_int8.py" else "--video", shared_path("video/webcam_640x480.mp4")]
-    bench(script, *args, cwd=tmp_path)
+    if script == "bench_peers.py":
+        tmp_path = request.getfixturevalue("peers_out")
+    else:
+        bench(script, *args, cwd=tmp_path)
     assert (tmp_path / result).exists() and (not (tmp_path / result).is_dir() or any((tmp_path / result).iterdir()))
+
+
+def test_peers_page_in_a_browser(peers_out, browser):
+    """peers.html: every contender in a table that sorts, the plot drawn; the index lists the page."""
+    from browser import check_index, check_page
+
+    out = peers_out / "out"
+    text = check_page(browser, out / "peers.html", figures=1)
+    assert all(r["contender"] in text for r in json.loads((out / "peers.json").read_text())["rows"])
+    assert check_index(browser, out) == [(out / "peers.html").resolve()]
 
 
 def test_bench_prune_parses_its_options(tmp_path):

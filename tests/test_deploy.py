@@ -180,3 +180,29 @@ def test_a_bundle_made_before_the_pipeline_spec_runs_as_it_did(zoo_ready, tmp_pa
     assert main(["run", "--bundle", str(tmp_path / "b"), *args, "--json", str(tmp_path / "b.jsonl")]) == 0
     frames = jsonl_frames(tmp_path / "b.jsonl")
     assert frames == jsonl_frames(tmp_path / "p.jsonl") and sum(bool(f["faces"]) for f in frames) >= 8
+
+
+def test_the_default_set_deployed_carries_its_head_pose_and_runs_as_run_does_with_no_flags(zoo_ready, tmp_path,
+                                                                                            monkeypatch):
+    """A profile of the default set's stages: the bundle carries mesh+3ddfa's IR (3ddfa-v2-mb05, at its
+    zoo bf16), the amortization's and the gaze network's pose-map parameters, and runs frame for frame
+    as `edgegaze run` with no flags does, without the zoo."""
+    from pipeline import zoo
+    from pipeline.results import STAGE_KINDS
+
+    chosen = {k: zoo.sets()[zoo.DEFAULT_SET].get(k) or "none" for k in STAGE_KINDS}
+    assert chosen["head_pose"] == "mesh+3ddfa"
+    profile = tmp_path / "default.toml"
+    profile.write_text("version = 1\nname = \"default\"\n\n[stages]\n" + "".join(f'{k} = "{v}"\n' for k, v in chosen.items()))
+    video = str(shared_path(VIDEO))
+    assert main(["run", "--input", video, "--max-frames", "40", "--json", str(tmp_path / "run.jsonl")]) == 0
+    assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "models" / "3ddfa-v2-mb05" / "FP32" / "3ddfa-v2-mb05.xml").is_file()
+    carried = (tmp_path / "b" / "profile.toml").read_text()
+    for line in ("net_every = 30", "net_move_deg = 5.0", "pose_pitch_offset = -5.2", 'head_pose = "bf16"'):
+        assert line in carried, line
+    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))
+    monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path / "empty-home"))
+    assert main(["run", "--bundle", str(tmp_path / "b"), "--input", video, "--max-frames", "40",
+                 "--json", str(tmp_path / "b.jsonl")]) == 0
+    assert jsonl_frames(tmp_path / "b.jsonl") == jsonl_frames(tmp_path / "run.jsonl")

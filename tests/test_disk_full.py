@@ -4,7 +4,8 @@
 Every writer says it in one line and exits 2 (batch: that video failed, the others go on); no
 part file is left; an incomplete output is never reported as written. Before: `run --json` printed
 two OSError tracebacks and left `.a.jsonl.part`; `run --output a.mp4` exited 0 with a file of 0
-frames; `batch` ended in a traceback with no summary.json and `*.jsonl.part.part` files."""
+frames; `batch` ended in a traceback with no summary.json and `*.jsonl.part.part` files; `deploy` ended
+in a traceback, and unpacking a bundle into a full EDGEGAZE_HOME said the archive was damaged."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clip, need, reference_profile, shared_path
+from conftest import ROOT, clip, mixed_profile, need, reference_profile, shared_path
 
 VIDEO = "video/webcam_640x480.mp4"
 
@@ -161,3 +162,25 @@ def test_batch_on_a_full_disk_fails_that_video_and_goes_on(zoo_ready, full_disk,
     assert status["a_long.mp4"]["status"] == "failed" and "No space left on device" in status["a_long.mp4"]["error"]
     assert status["b_short.mp4"]["status"] == "done" and status["b_short.mp4"]["frames"] == 3
     assert sorted(p.name for p in full_disk.iterdir()) == ["b_short.jsonl", "b_short.source.json", "summary.json"]
+
+
+def test_deploy_on_a_full_disk(zoo_ready, full_disk, tmp_path):
+    """It ended in a traceback (`No space left on device` from copying a model) and left its temp folder."""
+    prof = mixed_profile(tmp_path / "profile.toml")
+    for out in ("edge", "edge.tar.gz"):
+        line = one_line(cli("deploy", "--profile", prof, "--out", full_disk / out, cwd=tmp_path))
+        assert f"cannot write {full_disk / out}: No space left on device (ENOSPC); nothing was left there" in line, line
+    assert not list(full_disk.iterdir())
+
+
+def test_unpacking_a_bundle_into_a_full_home(zoo_ready, full_disk, tmp_path, monkeypatch):
+    """It said the archive was damaged, which sent the operator to the wrong fix."""
+    prof = mixed_profile(tmp_path / "profile.toml")
+    assert cli("deploy", "--profile", prof, "--out", tmp_path / "edge.tar.gz", cwd=tmp_path).returncode == 0
+    monkeypatch.setenv("EDGEGAZE_HOME", str(full_disk / "home"))
+    proc = cli("run", "--bundle", tmp_path / "edge.tar.gz", "--input", shared_path(VIDEO), "--max-frames", "2", cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith(f"edgegaze: error: cannot unpack bundle {tmp_path / 'edge.tar.gz'} into "
+                               f"{full_disk / 'home' / 'bundles'}: No space left on device (ENOSPC)"), lines
+    assert not list((full_disk / "home" / "bundles").iterdir())

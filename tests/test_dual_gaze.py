@@ -35,7 +35,7 @@ def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_co
     """Off (the default): the network's signal only, the iris model never runs (its time stays 0)
     and there are no eyelids. On (what a calibration asks): both signals, each exactly what its own
     stage gives in the pipeline it comes from (the mediapipe set with OMZ's network, the mediapipe
-    set), on the same real frames."""
+    set; each with the default's head pose), on the same real frames."""
     from pipeline.control.calibration import use_signals
     from pipeline.api import build_pipeline
 
@@ -49,8 +49,9 @@ def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_co
     assert gaze.iris
     on = _run(default)
     assert gaze.part["iris"].infer_ms > 0
-    network = _run(build_pipeline("mediapipe", "FP32", gaze="gaze-estimation-adas-0002"))
-    iris = _run(build_pipeline("mediapipe", "FP32"))
+    # the default's head pose (mesh+3ddfa) in the mediapipe set, so both stages get the same angles
+    network = _run(build_pipeline("mediapipe", "FP32", head_pose="mesh+3ddfa", gaze="gaze-estimation-adas-0002"))
+    iris = _run(build_pipeline("mediapipe", "FP32", head_pose="mesh+3ddfa"))
     for a, b, c in zip(on, network, iris):
         if a is None:
             continue
@@ -97,11 +98,12 @@ def test_run_with_no_flags_runs_the_default_and_records_each_signal(zoo_ready, t
 
 
 def test_the_default_set_brings_every_model_its_stages_run():
-    """`edgegaze models fetch --set default` fetches (and `models list` lists) dual-gaze's parts too:
-    zoo.select alone knows only the models whose own set it is, and listed nothing."""
+    """`edgegaze models fetch --set default` fetches (and `models list` lists) dual-gaze's parts and
+    the IR its head pose runs (mesh+3ddfa's 3ddfa-v2-mb05) too: zoo.select alone knows only the
+    models whose own set it is, and listed nothing."""
     from pipeline import stages
 
     ids = [m.id for m in stages.zoo_models("default")]
-    assert sorted(ids) == sorted(["face-detection-short-range", "face-landmark", "gaze-estimation-adas-0002",
-                                  "iris-landmark"])
+    assert sorted(ids) == sorted(["face-detection-short-range", "face-landmark", "3ddfa-v2-mb05",
+                                  "gaze-estimation-adas-0002", "iris-landmark"])
     assert [m.id for m in stages.zoo_models("omz")] == [m.id for m in stages.zoo.select("omz")]

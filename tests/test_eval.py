@@ -239,17 +239,28 @@ def test_omz_headpose_reads_the_box_intels_demo_gives_it(omz_headpose):
     assert demo < bare - 1.0 and demo < 9.0, (demo, bare)
 
 
-def test_mesh_headpose_on_aflw2000_dev_per_axis(zoo_ready, tmp_path):
-    """The MediaPipe set's perspective mesh fit on the 8 dev faces: every axis within a sane bound,
-    no constant pitch offset (the canonical face's tilt), and the mirror flips yaw and roll."""
+@pytest.fixture(scope="module")
+def eval_out(zoo_ready, tmp_path_factory):
+    """Every `edgegaze eval` kind run through the CLI into one --out folder, as a user runs them."""
     from pipeline.cli import main
 
+    out, data = tmp_path_factory.mktemp("eval"), shared_path("labeled/dlib_faces")
+    for args in (["headpose", shared_path("labeled/aflw2000_dev"), "--models", "mediapipe"],
+                 ["faces", data / "testing.xml", "--models", "omz", "--precision", "FP32,FP16-INT8"],
+                 ["landmarks", data / "testing_with_face_landmarks.xml", "--models", "omz"],
+                 ["gaze-session", SESSION, "--video", shared_path("video/udacity_demo_1080p.mp4")]):
+        assert main(["eval", *map(str, args), "--out", str(out)]) == 0, args
+    return out
+
+
+def test_mesh_headpose_on_aflw2000_dev_per_axis(eval_out):
+    """The MediaPipe set's perspective mesh fit on the 8 dev faces: every axis within a sane bound,
+    no constant pitch offset (the canonical face's tilt), and the mirror flips yaw and roll."""
     folder = shared_path("labeled/aflw2000_dev")
-    assert main(["eval", "headpose", str(folder), "--models", "mediapipe", "--out", str(tmp_path)]) == 0
-    row = json.loads((tmp_path / "headpose.json").read_text())["rows"][0]
+    row = json.loads((eval_out / "headpose.json").read_text())["rows"][0]
     assert row["found"] == 8 and max(row["mae_yaw"], row["mae_pitch"], row["mae_roll"]) < 8.0 and row["mae"] < 6.5
     assert abs(row["bias_pitch"]) < 4.0 and abs(row["bias_roll"]) < 3.0
-    assert "pitch bias" in (tmp_path / "headpose.md").read_text()
+    assert "pitch bias" in (eval_out / "headpose.md").read_text()
     from pipeline.evaluate import common
 
     pipe = common.build("mediapipe", "FP32", headpose.NEEDS, max_faces=10)
@@ -261,21 +272,30 @@ def test_mesh_headpose_on_aflw2000_dev_per_axis(zoo_ready, tmp_path):
     assert max(frontal["error"]) < 5.0 and abs(frontal["pred"][0]) < 3.0
 
 
-def test_eval_commands_write_tables(zoo_ready, tmp_path):
+def test_eval_commands_write_tables(eval_out, tmp_path):
     from pipeline.cli import main
 
-    data = shared_path("labeled/dlib_faces")
-    assert main(["eval", "faces", str(data / "testing.xml"), "--models", "omz", "--precision", "FP32,FP16-INT8",
-                 "--out", str(tmp_path)]) == 0
-    report = json.loads((tmp_path / "faces.json").read_text())
+    report = json.loads((eval_out / "faces.json").read_text())
     assert [(r["set"], r["precision"]) for r in report["rows"]] == [("omz", "FP32"), ("omz", "FP16-INT8")]
     assert all(r["recall"] > 0.8 and r["ap"] > 0.8 for r in report["rows"])
-    assert (tmp_path / "faces_pr.png").stat().st_size > 0 and "| omz | FP16-INT8 |" in (tmp_path / "faces.md").read_text()
-    assert main(["eval", "landmarks", str(data / "testing_with_face_landmarks.xml"), "--models", "omz",
-                 "--out", str(tmp_path)]) == 0
-    row = json.loads((tmp_path / "landmarks.json").read_text())["rows"][0]
+    assert (eval_out / "faces_pr.png").stat().st_size > 0 and "| omz | FP16-INT8 |" in (eval_out / "faces.md").read_text()
+    row = json.loads((eval_out / "landmarks.json").read_text())["rows"][0]
     assert row["found"] >= 20 and 0 < row["nme_5"] < 0.15 and row["nme_68"] is None
+    data = shared_path("labeled/dlib_faces")
     assert main(["eval", "faces", str(data), "--models", "omz", "--out", str(tmp_path)]) == 2  # a folder, not XML
+
+
+def test_every_eval_kind_has_a_page_in_a_browser(eval_out, browser):
+    """Each kind's page: its table (sorting), its plots drawn, its captions; the index lists the four."""
+    from browser import check_index, check_page
+
+    plots = {"headpose": 1, "faces": 1, "landmarks": 1, "gaze_session": 2}
+    for kind, figures in plots.items():
+        text = check_page(browser, eval_out / f"{kind}.html", figures)
+        rows = json.loads((eval_out / f"{kind}.json").read_text())["rows"]
+        assert all(f"{r['set']}\t{r['precision']}" in text for r in rows), kind
+    assert "leave-one-target-out" in text and "distance from" in text  # the gaze session's caption and column
+    assert {p.name for p in check_index(browser, eval_out)} == {f"{kind}.html" for kind in plots}
 
 
 def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
@@ -294,20 +314,16 @@ def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
     assert row["distance_source"] == "face size" and 200 < row["distance_mm"] < 3000
 
 
-def test_gaze_session_with_no_flags_compares_the_default_set_s_signals(zoo_ready, tmp_path):
+def test_gaze_session_with_no_flags_compares_the_default_set_s_signals(eval_out):
     """`eval gaze-session` with no --models runs the default set with both gaze signals: each is
     validated on its own, the row's figure is the one the calibration picks, never above the
     better single signal's."""
-    from pipeline.cli import main
-
-    video = shared_path("video/udacity_demo_1080p.mp4")
-    assert main(["eval", "gaze-session", str(SESSION), "--video", str(video), "--out", str(tmp_path)]) == 0
-    row = json.loads((tmp_path / "gaze_session.json").read_text())["rows"][0]
+    row = json.loads((eval_out / "gaze_session.json").read_text())["rows"][0]
     assert row["set"] == "default" and row["stages"].endswith("dual-gaze")
     alone = {s: row[f"{s}_deg"] for s in ("network", "iris", "both")}
     signal = row["calibration"]["signal"]
     assert row["mean_deg"] == alone[signal] <= min(alone["network"], alone["iris"]), (signal, alone)
-    assert f" on {signal}" in row["model"] and "network alone deg" in (tmp_path / "gaze_session.md").read_text()
+    assert f" on {signal}" in row["model"] and "network alone deg" in (eval_out / "gaze_session.md").read_text()
 
 
 def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):

@@ -155,20 +155,25 @@ def test_crops_skip_detections_facemesh_calls_no_face(zoo_ready, tmp_path):
         assert np.all((centres > 16) & (centres < 48))  # the middle half of the 64 x 64 crop
 
 
-def _run(model_id, method, ratio, tag, sources, **kw):
+def _run(model_id, method, ratio, tag, sources, index=None, **kw):
     from pipeline.optimize import prune
 
     try:
         options = prune.PruneOptions(method=method, ratio=ratio, calib=sources, tag=tag, max_frames=24, latency=False, **kw)
-        return prune.prune(model_id, options, log=lambda *_: None)
+        return prune.prune(model_id, options, log=lambda *_: None, index=index)
     except Exception:
         shutil.rmtree(paths.ir_dir(model_id, tag), ignore_errors=True)
         raise
 
 
 @pytest.fixture(scope="module")
-def unstructured(zoo_ready, torch_mod, sources):
-    report = _run("iris-landmark", "unstructured", 0.5, "TEST-PRUNED50", sources, steps=20)
+def prune_index(tmp_path_factory):
+    return tmp_path_factory.mktemp("prune-index")
+
+
+@pytest.fixture(scope="module")
+def unstructured(zoo_ready, torch_mod, sources, prune_index):
+    report = _run("iris-landmark", "unstructured", 0.5, "TEST-PRUNED50", sources, prune_index, steps=20)
     yield report
     shutil.rmtree(paths.ir_dir("iris-landmark", "TEST-PRUNED50"), ignore_errors=True)
 
@@ -192,22 +197,18 @@ def test_unstructured_50_zeroes_half_the_weights_of_the_exported_ir(unstructured
     assert abs(unstructured["error_exported_ir"] - unstructured["error_after"]) < 0.05
 
 
-def test_structured_leaves_no_temp_folder(zoo_ready, torch_mod, sources, monkeypatch, tmp_path):
-    """The sensitivity plot's scratch folder goes with the run, also when it fails half-way."""
-    import tempfile
+def test_prune_pages_in_a_browser(unstructured, prune_index, browser):
+    """prune_report.html beside the IR: the errors, the speed-ups, the weights and (unstructured)
+    NNCF's sparsity per layer, sortable; the page is listed in the index it was given."""
+    from pathlib import Path
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    from pipeline.optimize import prune
+    from browser import check_index, check_page
 
-    def boom(*a, **k):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(prune, "_export", boom)  # Ctrl-C after pruning and distillation
-    with pytest.raises(KeyboardInterrupt):
-        prune.prune("iris-landmark", prune.PruneOptions(method="structured", ratio=0.5, calib=sources, tag="TEST-TMP",
-                                                        max_frames=24, latency=False, steps=2, per_unit="uniform"),
-                    log=lambda *_: None)
-    assert not list(tmp_path.glob("edgegaze-prune-*"))
+    page = Path(unstructured["ir"]).parent / "prune_report.html"
+    text = check_page(browser, page)
+    assert f"{unstructured['error_after']:.4f}" in text and "Sparsity per layer" in text
+    assert all(name in text for name in unstructured["nncf_layer_sparsity"])
+    assert check_index(browser, prune_index) == [page.resolve()]
 
 
 def test_structured_makes_the_exported_ir_smaller(structured):

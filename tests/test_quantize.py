@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from conftest import read_frames, shared_path
+from conftest import need, read_frames, shared_path
 
 WEBCAM = "video/webcam_640x480.mp4"
 # one model of every stage kind; the BlazeFace detector shows folded TFLite depthwise weights quantize
@@ -38,7 +38,9 @@ def home(zoo_ready, tmp_path_factory):
     from pipeline import paths, zoo
 
     real = {s.id: {p: paths.ir_dir(s.id, p) for p in ("FP32", "FP16-INT8")} for s in zoo.select("all")}
+    sources = paths.cache_dir()  # the fetched sources, which a PyTorch form is built from (--train)
     tmp = tmp_path_factory.mktemp("edgegaze_home")
+    os.symlink(sources, tmp / "cache")
     for model_id, dirs in real.items():
         for precision, d in dirs.items():
             if d.exists():
@@ -57,12 +59,16 @@ def cal(home):
 
 
 @pytest.fixture(scope="module")
-def reports(home, cal, tmp_path_factory):
+def reports_out(home, tmp_path_factory):
+    return tmp_path_factory.mktemp("reports")
+
+
+@pytest.fixture(scope="module")
+def reports(home, cal, reports_out):
     from pipeline import zoo
     from pipeline.optimize import quantize
 
-    out = tmp_path_factory.mktemp("reports")
-    options = quantize.QuantizeOptions(latency=False, out=out)
+    options = quantize.QuantizeOptions(latency=False, out=reports_out)
     return {m: quantize.quantize_model(zoo.get(m), cal, options, log=SAID.setdefault(m, []).append) for m in MODELS}
 
 
@@ -148,6 +154,22 @@ def test_final_check_rejects_a_choice_that_does_not_generalise(reports, cal):
     assert not paths.ir_path(DOES_NOT_GENERALISE, "INT8").exists()
 
 
+def test_quantize_pages_in_a_browser(reports, reports_out, browser):
+    """A page per model: the budget against every candidate (a plot), the per-layer sensitivity
+    where it was measured (a sortable table and a plot); the summary links them; the index lists all."""
+    from browser import check_index, check_page
+    from pipeline.optimize import pages
+
+    for model_id, report in reports.items():
+        text = check_page(browser, reports_out / model_id / "report.html", figures=2 if report["sensitivity"] else 1)
+        assert report["status"] in text and all(a["items"] in text for a in report["attempts"])
+        assert all(r["layer"] in text for r in report["sensitivity"])
+    assert any(r["sensitivity"] for r in reports.values())  # a fall-back measured the layers of one at least
+    pages.write_quantize_summary(list(reports.values()), reports_out, [])
+    assert all(m in check_page(browser, reports_out / "summary.html") for m in MODELS)
+    assert len(check_index(browser, reports_out)) == len(MODELS) + 1
+
+
 def test_budget_rejects_strict_budget_and_keeps_fp32(home, cal, reports, tmp_path):
     """No INT8 model can match FP32 to within 1e-6 degrees: nothing is written, the reason names the layers tried."""
     from pipeline import paths, zoo
@@ -189,6 +211,7 @@ def test_sensitivity_lists_every_quantizable_layer(home, cal, tmp_path):
 
     from pipeline import runtime, zoo
     from pipeline.optimize import metrics, quantize, sensitivity
+    from pipeline.report import html
 
     spec = zoo.get("landmarks-regression-retail-0009")
     items = cal.items(spec)
@@ -205,8 +228,9 @@ def test_sensitivity_lists_every_quantizable_layer(home, cal, tmp_path):
         # one layer alone in INT8 costs less than all of them
         assert r["only_int8"]["landmark_nme"] <= full + 1e-3
     csv = sensitivity.write_table(rows, ["landmark_nme", "budget_used"], tmp_path / "s.csv")
-    png = sensitivity.plot(rows, "landmark_nme", spec.id, tmp_path / "s.png")
+    (png,), svgs = html.save_figures({"s": sensitivity.figure(rows, "landmark_nme", spec.id)}, tmp_path)
     assert len(csv.read_text().splitlines()) == len(rows) + 1 and png.stat().st_size > 1000
+    assert svgs["s"].count('id="s-patch_') >= 2 * len(rows)  # a bar per layer in each mode, drawn inline too
 
 
 def test_source_without_faces_stops_before_writing(home, reports, tmp_path):
@@ -219,10 +243,12 @@ def test_source_without_faces_stops_before_writing(home, reports, tmp_path):
         cv2.imwrite(str(tmp_path / f"{i:02d}.jpg"), frame[:, :200])
     before = paths.ir_path("face-detection-retail-0004", "INT8").stat().st_mtime_ns
     with pytest.raises(EdgegazeError, match="finds a face in only 0 of"):
-        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path, subset=8, out=tmp_path / "r", log=lambda *_: None)
+        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path, subset=8, log=lambda *_: None,
+                          options=quantize.QuantizeOptions(out=tmp_path / "r"))
     assert paths.ir_path("face-detection-retail-0004", "INT8").stat().st_mtime_ns == before
     with pytest.raises(EdgegazeError, match="readable frame"):
-        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path / "00.jpg", out=tmp_path / "r")
+        quantize.quantize(model_id="face-detection-retail-0004", calib=tmp_path / "00.jpg",
+                          options=quantize.QuantizeOptions(out=tmp_path / "r"))
 
 
 def test_cli_bad_input_is_one_line(home, tmp_path):
@@ -268,3 +294,35 @@ def test_several_calibration_sources_share_the_frames():
     for frames in (cal.calib_frames, cal.val_frames, cal.check_frames):
         assert {f.shape[:2] for f in frames} == {(480, 640), (1080, 1920)}
     assert len(cal.calib_frames) == 16 and len(cal.sources) == 2
+
+
+def test_quantization_aware_training_writes_a_drop_in_int8(home, tmp_path):
+    """--train: NNCF's INT8 of the gaze network's PyTorch form, distilled from FP32 on the eyes the
+    default set gives it, written as a drop-in INT8 IR (the FP32 IR's inputs and outputs) beside its
+    source form, with the post-training INT8 in the same report."""
+    need("torch")
+    import openvino as ov
+
+    from pipeline import convert, paths, zoo
+    from pipeline.optimize import quantize
+    from pipeline.optimize.calib import Calibration
+
+    spec = zoo.get("gaze-estimation-adas-0002")
+    cal = Calibration(shared_path(WEBCAM), subset=24, log=lambda *_: None)  # a short run: NNCF's statistics are slow on torch
+    options = quantize.QuantizeOptions(train=12, lr=2e-5, budget={"gaze_error_deg": 5.0}, latency=False, out=tmp_path,
+                                       force=True)
+    report = quantize.quantize_model(spec, cal, options, log=lambda *_: None, for_set="default")
+    assert report["status"] == "INT8 (QAT)", report.get("reason")
+    assert [a["items"] for a in report["attempts"]] == ["all held-out", "all held-out, QAT 12 steps", quantize.CHECK_ITEMS]
+    qat = report["qat"]
+    assert qat["calibration_error_after"] < qat["calibration_error_before"]  # distillation moved it toward FP32
+    assert report["metrics"]["gaze_error_deg"] < 5.0  # on items of later frames no step saw
+    core = ov.Core()
+    int8, fp32 = (core.read_model(str(paths.ir_path(spec.id, p))) for p in ("INT8", "FP32"))
+    assert [(i.get_any_name(), i.get_element_type(), i.get_shape()) for i in int8.inputs] == \
+        [(i.get_any_name(), i.get_element_type(), i.get_shape()) for i in fp32.inputs]
+    assert int8.outputs[0].get_names() == fp32.outputs[0].get_names()
+    assert any(op.get_type_name() == "FakeQuantize" for op in int8.get_ordered_ops())
+    assert "12 steps" in convert.provenance_of(spec.id, "INT8")["qat"]
+    source = core.read_model(str(tmp_path / spec.id / "source" / f"{spec.id}.xml"))  # float input, as a zoo ships
+    assert source.inputs[0].get_element_type() == ov.Type.f32 and list(source.inputs[0].get_shape()) == [1, 3, 60, 60]

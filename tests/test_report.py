@@ -1,8 +1,10 @@
 """Reports: FLOP counts against Intel's published figures, powercap reading, energy methods, the
-report.json schema on a short real run, and a clean error for an unwritable --out."""
+report.json schema on a short real run, its page in a real browser (and the page of bad input),
+and a clean error for an unwritable --out."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -145,6 +147,18 @@ def test_report_times_every_stage_inside_the_pipeline(short_report):
     assert "In-pipeline stage timings" in md and "of which model (infer)" in md
 
 
+def test_each_model_is_measured_in_the_precision_the_pipeline_computes_it_in(short_report):
+    """The gaze network computes in bf16 where the CPU has it (the zoo says so, runtime.load): its isolated
+    rows are measured so too, not in f32 beside a pipeline that runs it in bf16."""
+    from pipeline import runtime, zoo
+
+    report, _ = short_report
+    bf16 = "BF16" in runtime.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    for row in report["models"]:
+        assert row["inference_precision"] == (zoo.get(row["model_id"]).inference_precision if bf16 else "f32"), row["model_id"]
+    assert any(r["model_id"] == "gaze-estimation-adas-0002" for r in report["models"])
+
+
 def test_report_labels_every_method_and_shows_int8_execution(short_report):
     report, out = short_report
     md = (out / "report.md").read_text()
@@ -161,6 +175,53 @@ def test_report_labels_every_method_and_shows_int8_execution(short_report):
     est = {r["precision"]: next(e for e in r["energy"] if e["method"] == energy.OP_ENERGY)["mj_per_inference"]
            for r in (int8, fp16)}
     assert est["FP16-INT8"] < est["FP16"]
+
+
+def test_report_page_in_a_browser(short_report, browser):
+    """report.html shows what report.json holds, its four plots drawn, its tables sorting; the
+    folder's index lists it and every link there resolves."""
+    from browser import check_index, check_page
+
+    report, out = short_report
+    text = check_page(browser, out / "report.html", figures=4)
+    assert all(r["model_id"] in text for r in report["models"]) and "open-closed-eye-0001 FP16-INT8: skipped" in text
+    assert "SingleStream p50" in text and "of which model (infer)" in text and "op-energy-45nm" in text
+    assert check_index(browser, out) == [(out / "report.html").resolve()]
+
+
+def _bad(report: dict, case: str) -> dict:
+    """A copy of a real report made into bad input for the page writer."""
+    bad = copy.deepcopy({k: v for k, v in report.items() if k != "said"})
+    if case == "empty run":
+        bad.update(models=[], totals=[], pipeline=None, skipped=[], notes=[], interrupted=True)
+    elif case == "NaN latency":
+        for row in bad["models"]:
+            row["latency"].update(p50_ms=float("nan"), p90_ms=float("nan"), p99_ms=float("nan"))
+        bad["pipeline"]["stages"][0]["p50_ms"] = float("nan")
+    else:
+        bad["models"][0]["model_id"] = "<script>alert(1)</script>"
+        bad["input"]["path"] = "</code><img src=x onerror=alert(2)>"
+        bad["notes"].append("<script>alert(3)</script> & <b>not bold</b>")
+    return bad
+
+
+@pytest.mark.parametrize("case", ["empty run", "NaN latency", "a model name with <script>"])
+def test_a_page_of_bad_input_renders_safely(short_report, browser, tmp_path, case):
+    """Names are text, never markup: no injected script runs (no dialog, one script on the page) and
+    the page shows them as written; missing figures read n/a; an empty run says so."""
+    from browser import check_page
+    from pipeline.report import model_report
+
+    model_report.write_report(_bad(short_report[0], case), tmp_path)
+    text = check_page(browser, tmp_path / "report.html", figures=0 if case == "empty run" else 4)
+    if case == "empty run":
+        assert "No model was measured" in text and "Interrupted" in text
+    elif case == "NaN latency":  # p50, p90 and p99 of every model: empty sort values, so they sort last
+        cells = (tmp_path / "report.html").read_text().count('<td class="num" data-sort="">n/a</td>')
+        assert cells >= 3 * len(short_report[0]["models"]) + 1
+    else:
+        assert "<script>alert(1)</script>" in text and "<img src=x onerror=alert(2)>" in text
+        assert "<script>alert(3)</script> & <b>not bold</b>" in text
 
 
 def test_unwritable_out_fails_before_any_work(tmp_path, capsys):
@@ -226,7 +287,8 @@ def test_ctrl_c_writes_what_was_measured_and_never_half_a_report(zoo_ready, tmp_
     assert p.stdout.startswith("interrupted: wrote report.json, report.md and plots of the 1 model run"), p.stdout
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert report["interrupted"] and len(report["models"]) == 1 and report["pipeline"] is None
-    assert "interrupted (Ctrl-C) after 1 of 4 model runs and 0 of 1 in-pipeline runs" in report["notes"]
+    # the default set's 5 models: face, landmarks, 3DDFA_V2 (its head pose since issue 37), the two gaze models
+    assert "interrupted (Ctrl-C) after 1 of 5 model runs and 0 of 1 in-pipeline runs" in report["notes"]
     assert "Not measured in this report" in (tmp_path / "rep" / "report.md").read_text()
     try:
         import jsonschema

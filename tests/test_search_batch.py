@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from pipeline import profile as profiles, stages
 from pipeline.cli import main
 from pipeline.optimize import search
@@ -16,13 +18,20 @@ VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"
 
 
-def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
+@pytest.fixture(scope="module")
+def searched(ray_session, tmp_path_factory):
+    """A small real search through the CLI: its --out folder."""
     video, aflw = shared_path(VIDEO), shared_path("labeled/aflw2000_dev")
-    out = tmp_path / "search"
+    out = tmp_path_factory.mktemp("search")
     rc = main(["optimize", "pipeline", "--input", str(video), "--eval", str(aflw), "--budget-cpu-ms", "10000",
                "--max-drop", "head_pose_deg=5,faces_found=50,gaze_deg=20", "--max-candidates", "3",
                "--max-frames", "8", "--out", str(out)])
     assert rc == 0
+    return out
+
+
+def test_search_writes_profile_and_pareto_that_run_uses(searched, tmp_path):
+    video, out = shared_path(VIDEO), searched
     report = json.loads((out / "pareto.json").read_text())
     rows = report["rows"]
     assert len(rows) == 6 and all(r["cpu_ms"] > 0 and r["wall_ms"] > 0 and r["frames"] == 8 for r in rows)
@@ -45,6 +54,19 @@ def test_search_writes_profile_and_pareto_that_run_uses(ray_session, tmp_path):
     frames = jsonl_frames(jsonl)
     assert len(frames) == 8 and sum(bool(f["faces"]) for f in frames) >= 6
     assert all(f["faces"][0]["gaze"] is not None for f in frames if f["faces"])
+
+
+def test_search_page_in_a_browser(searched, browser):
+    """pareto.html: the chosen profile and why, the Pareto plot drawn, every candidate in a table
+    that sorts; profile.toml linked from the page and the index."""
+    from browser import check_index, check_page, linked_files
+
+    report = json.loads((searched / "pareto.json").read_text())
+    text = check_page(browser, searched / "pareto.html", figures=1)
+    assert f"{report['chosen']}: " in text and "The chosen profile and why" in text
+    assert all(r["candidate"]["name"] in text for r in report["rows"])
+    assert check_index(browser, searched) == [(searched / "pareto.html").resolve()]
+    assert (searched / "profile.toml").resolve() in linked_files(browser, searched / "index.html")
 
 
 def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path, monkeypatch):
@@ -163,8 +185,9 @@ def test_mouse_and_report_take_a_profile(zoo_ready, tmp_path, monkeypatch):
     assert len(record.read_text().strip().splitlines()) >= 5  # header + a row per frame
     assert main(["report", "--input", video, "--profile", str(prof), "--frames", "3", "--out", str(tmp_path / "r")]) == 0
     report = json.loads((tmp_path / "r" / "report.json").read_text())
-    # the reference is the default set: its gaze stage runs the OMZ network and, when asked, the iris model
-    assert {m["model_id"] for m in report["models"]} == {"face-detection-short-range", "face-landmark",
+    # the reference is the default set: its head pose runs 3DDFA_V2 (issue 37), its gaze stage the OMZ
+    # network and, when asked, the iris model
+    assert {m["model_id"] for m in report["models"]} == {"face-detection-short-range", "face-landmark", "3ddfa-v2-mb05",
                                                          "gaze-estimation-adas-0002", "iris-landmark"}
     assert report["pipeline"]["runs"][0]["precision"] == "profile" and report["pipeline"]["runs"][0]["frames"] == 3
 

@@ -25,7 +25,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 VIDEO = "video/webcam_640x480.mp4"
-EXTRAS_ONLY = ("nncf", "scipy", "matplotlib", "pyautogui", "OneEuroFilter", "ray", "torch")
+EXTRAS_ONLY = ("nncf", "scipy", "matplotlib", "jinja2", "pyautogui", "OneEuroFilter", "ray", "torch")
 
 
 def run(*cmd, **kw) -> subprocess.CompletedProcess:
@@ -114,7 +114,7 @@ def test_runtime_only_install_has_no_extras_and_runs_outside_the_checkout(zoo_re
     assert where[0].startswith(site) and where[1].startswith(site) and where[2].startswith(env["XDG_CACHE_HOME"])
     # every module imports, or fails only for want of an extra's module (matplotlib, nncf ...)
     failed = run(python, "-c", IMPORT_EVERY_MODULE, cwd=work, env=env).stdout.split()
-    assert {m for m in failed[1::2]} <= {"matplotlib", "nncf", "scipy", "pyautogui", "OneEuroFilter", "ray", "torch"}
+    assert {m for m in failed[1::2]} <= set(EXTRAS_ONLY)
     assert not {"pipeline.cli", "pipeline.deploy", "pipeline.bundle", "pipeline.control.app"} & set(failed[::2])
     listed = run(installed["edgegaze"], "models", "list", cwd=work, env=env).stdout
     assert "face-landmark" in listed and "open-closed-eye-0001" in listed
@@ -130,6 +130,14 @@ def test_runtime_only_install_has_no_extras_and_runs_outside_the_checkout(zoo_re
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(err) == 1 and 'pip install "edgegaze[report]"' in err[0], proc.stderr
     assert not (work / "r").exists()
+
+
+def test_the_wheel_carries_the_page_templates(installed):
+    """The report, optimize and eval pages render from templates shipped as package data."""
+    templates = Path(installed["site"]) / "pipeline" / "report" / "templates"
+    shipped = {p.name for p in templates.iterdir()}
+    assert {p.name for p in (ROOT / "pipeline" / "report" / "templates").iterdir()} <= shipped
+    assert {"base.html.j2", "index.html.j2", "sort.js"} <= shipped
 
 
 # a stage parameter given at deploy time: the bundle carries it (and run --profile is given it too)

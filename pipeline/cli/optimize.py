@@ -15,22 +15,27 @@ def add(sub) -> None:
 
 
 def _optimize_quantize(args) -> int:
-    from pipeline.optimize import quantize
+    from pipeline.optimize import metrics, quantize
 
-    reports = quantize.quantize(_selected_set(args), args.model, args.calib, subset=args.subset, preset=args.preset,
-                                max_drop=args.max_drop, ignore=args.ignore, full_sensitivity=args.sensitivity,
-                                force=args.force, out=args.out, check=args.check)
+    options = quantize.QuantizeOptions(preset=args.preset, budget=metrics.parse_budget(args.max_drop),
+                                       ignore=tuple(args.ignore or ()), full_sensitivity=args.sensitivity,
+                                       force=args.force, out=args.out, train=args.train, lr=args.lr, seed=args.seed)
+    reports = quantize.quantize(_selected_set(args), args.model, args.calib, options, subset=args.subset,
+                                check=args.check)
     print(quantize.summary_markdown(reports), end="")
     return 0 if all(not r.get("violations") for r in reports) else 1
 
 
 def _optimize_prune(args) -> int:
+    from pipeline import paths
     from pipeline.optimize import prune
+
+    paths.check_out_dir(args.index, create=False, flag="--index")  # the page is listed there after minutes of distillation
 
     options = prune.PruneOptions(method=args.method, ratio=args.ratio, calib=args.calib, steps=args.steps,
                                  then_int8=args.then_int8, tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
                                  block=args.channel_block, refit_convs=args.refit, focus=args.focus)
-    report = prune.prune(args.model, options)
+    report = prune.prune(args.model, options, index=args.index)
     print(prune.markdown([report]), end="")
     return 0
 
@@ -76,6 +81,11 @@ def _add_quantize(optimize) -> None:
     p.add_argument("--ignore", action="append", metavar="PATTERN", help="regex of layer names NNCF leaves in FP32 (repeatable)")
     p.add_argument("--sensitivity", action="store_true", help="also write the full per-layer sensitivity table and PNG")
     p.add_argument("--force", action="store_true", help="re-quantize even when the INT8 IR is up to date")
+    p.add_argument("--train", type=int_at_least(1), default=0, metavar="STEPS",
+                   help="quantization-aware training: NNCF's INT8 of the model's PyTorch form fine-tuned by distillation "
+                   "from FP32 for STEPS steps (batch 16) on the calibration items (needs the torch extra)")
+    p.add_argument("--lr", type=number(above=0), default=1e-5, help="--train: learning rate (default 1e-5)")
+    p.add_argument("--seed", type=int, default=0, help="--train: seed of the crops drawn and how they are moved")
     p.add_argument("--out", default="results/quantize", help="report folder")
     p.set_defaults(func=_optimize_quantize)
 
@@ -83,7 +93,7 @@ def _add_quantize(optimize) -> None:
 def _add_prune(optimize) -> None:
     """`optimize prune`: pruning with distillation recovery."""
     p = optimize.add_parser("prune", help="prune (NNCF unstructured or channel-structured), recover by distillation, export IR "
-                            "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md); needs the torch extra")
+                            "(writes <ir>/<id>/<TAG>/ with prune_report.json/.md/.html); needs the torch extra")
     p.add_argument("--model", required=True, help="face-landmark, iris-landmark, landmarks-regression-retail-0009 or head-pose-estimation-adas-0001")
     p.add_argument("--method", required=True, choices=["unstructured", "structured"],
                    help="unstructured: zero single weights (smaller compressed IR); structured: remove channels (faster)")
@@ -102,6 +112,7 @@ def _add_prune(optimize) -> None:
                    help="structured: skip the least-squares refit before distillation")
     p.add_argument("--focus", type=number(low=0), default=1.0, help="extra distillation weight on the outputs the pipeline reads "
                    "(iris model: iris centre and eye corners); 0 weighs every output alike")
+    p.add_argument("--index", default="results", help="folder whose index.html lists the report page (default results)")
     p.add_argument("--channel-block", type=int_at_least(1), default=16, help="structured: keep channel counts a multiple of this; "
                    "16 suits OpenVINO's CPU plugin on AVX-512 and AVX2 (8 is finer and suits AVX2 only)")
     p.set_defaults(func=_optimize_prune)

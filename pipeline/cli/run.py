@@ -26,7 +26,7 @@ def _run(args) -> int:
     check_outputs(args.json, args.output, args.show, args.input)
     source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
     s = run_to_outputs(Pipeline.from_spec(spec, models), source, args.json, args.output, args.show)
-    print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}, "
+    print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}{s.dropped_note()}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
     if s.skipped_note:
         print(f"edgegaze: warning: {s.skipped_note}", file=sys.stderr)

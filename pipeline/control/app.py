@@ -184,7 +184,8 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
     calib, calib_path = _saved_calibration(o, backend.screen, log, profile and profile.calibration)  # before any compile
     pipeline = _pipeline(o.pipeline, profile, o.params)
-    _gaze_signals(o, pipeline, calib, log)
+    advice = cal.IN_A_BUNDLE if profile is not None and profile.bundled else cal.RUN_ITS_SET  # for another gaze stage's calibration
+    _gaze_signals(o, pipeline, calib, log, advice)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
     if o.mode == "gaze" and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
@@ -193,7 +194,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
         log(f"saved {calib_path}")
-        _gaze_signals(o, pipeline, calib, log)
+        _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
     mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
     controller = MouseController(
@@ -209,7 +210,7 @@ def _load_profile(path: str | None):
     return profiles.load(path) if path else None
 
 
-def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log) -> None:
+def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log, advice: str = cal.RUN_ITS_SET) -> None:
     """The gaze signals the pipeline computes from here on: every one while gaze mode calibrates,
     then those the calibration reads (none outside gaze mode), plus the iris model for its eyelids
     where --blink needs them; so a calibration that reads the OMZ network alone never runs the
@@ -220,7 +221,7 @@ def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log)
         wanted = cal.needs(calib.model) if calib is not None else ()
         if o.clicks.blink and "iris" in getattr(pipeline.back.get("gaze"), "signals", ()):
             wanted = (*wanted, "iris") if "iris" not in wanted else wanted  # its lids see a blink
-        cal.use_signals(pipeline, wanted)
+        cal.use_signals(pipeline, wanted, advice)
     source = closed_eyes_source(pipeline)
     if source is None:  # a blink click or the eyes-closed pause would never fire
         if o.clicks.blink:

@@ -42,6 +42,9 @@ SIGNAL_WORDS = {"network": "the OMZ gaze network's angles", "iris": "the iris st
 METHODS = ("auto",) + tuple(c.name for c in regression.CANDIDATES)
 DEFAULT_MAX_ERROR_DEG = 8.0
 DEFAULT_DISTANCE_MM = 600.0
+# what to do about a calibration whose gaze signal the pipeline does not compute (check_signals)
+RUN_ITS_SET = "run the model set it was made with (the default set computes both), or --recalibrate"
+IN_A_BUNDLE = "give a calibration made with this bundle's pipeline, or --recalibrate (saved to your own calibration file)"
 # 2: models chosen by regression.choose; 3: the gaze signal named (network, iris or both). A version-2
 # file's gaze angles were whichever gaze stage its pipeline ran, which the file does not say: refused.
 VERSION = 3
@@ -183,20 +186,24 @@ def needs(model: GazeModel) -> tuple[str, ...]:
     return regression.SINGLE if model.signal == "both" else (model.signal,)
 
 
-def use_signals(pipeline, signals=None) -> None:
+def use_signals(pipeline, signals=None, advice: str = RUN_ITS_SET) -> None:
     """Have the pipeline's gaze stage compute these signals (default: every one it can, as a
     calibration wants) and no other it can leave out: the default set's stage runs the iris model
     only while asked (stages.dual_gaze). A signal the stage cannot give is an error naming it."""
     stage = pipeline.back.get("gaze")
-    have = getattr(stage, "signals", ())
-    wanted = have if signals is None else tuple(signals)
-    missing = [s for s in wanted if s not in have]
-    if missing:
-        raise EdgegazeError(f"this calibration reads {' and '.join(SIGNAL_WORDS[s] for s in missing)}, which this "
-                            f"pipeline's gaze stage ({pipeline.names.get('gaze', 'none')}) does not compute: run the "
-                            "model set it was made with (the default set computes both), or --recalibrate")
+    wanted = getattr(stage, "signals", ()) if signals is None else tuple(signals)
+    check_signals(pipeline, wanted, advice=advice)
     if stage is not None:
         stage.use_signals(wanted)
+
+
+def check_signals(pipeline, wanted, what: str = "this calibration", advice: str = RUN_ITS_SET) -> None:
+    """Refuse a calibration that reads a gaze signal the pipeline's gaze stage does not compute;
+    `advice` says what to do (the mouse's differs from deploy's and a bundle's)."""
+    missing = [s for s in wanted if s not in getattr(pipeline.back.get("gaze"), "signals", ())]
+    if missing:
+        raise EdgegazeError(f"{what} reads {' and '.join(SIGNAL_WORDS[s] for s in missing)}, which this pipeline's "
+                            f"gaze stage ({pipeline.names.get('gaze', 'none')}) does not compute: {advice}")
 
 
 def leave_one_target_out(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry,
@@ -260,7 +267,7 @@ class Calibration:
             if d.get("version") != VERSION:
                 raise ValueError(f"version {d.get('version')!r}, this edgegaze reads version {VERSION!r}"
                                  + (" (version 2 did not record which gaze signal it read)" * (d.get('version') == 2)))
-            cal = Calibration(ScreenGeometry(**d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
+            cal = Calibration(_screen_of(d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
                               d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
             with np.errstate(all="ignore"):  # a model that cannot map a sample fails here, not at the first face
                 probe = cal.model.predict(np.ones(len(FEATURES)))
@@ -279,6 +286,19 @@ class Calibration:
             raise EdgegazeError(f"{path} was made for a {s.width_px}x{s.height_px} screen, this one is "
                                 f"{width}x{height}: recalibrate (--recalibrate) or pass the file for this screen")
         return cal
+
+
+def _screen_of(fields: dict) -> ScreenGeometry:
+    """A calibration file's screen, each field's type checked: "width_px": "1920" matched no
+    screen, and was refused as 'made for a 1920x1080 screen, this one is 1920x1080'."""
+    screen = ScreenGeometry(**fields)  # an unknown or missing field: TypeError
+    for key, value in vars(screen).items():
+        whole = key.endswith("_px")
+        if value is None and key in ("width_mm", "height_mm"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"its screen {key} must be {'a whole number' if whole else 'a number'} above 0, not {value!r}")
+    return screen
 
 
 def default_path(width: int, height: int, user: str | None = None) -> Path:

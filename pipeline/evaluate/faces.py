@@ -128,23 +128,25 @@ def evaluate(path, dataset: str = "dlib-xml", models="mediapipe", precisions="FP
         "evaluation": "faces", "dataset": dataset, "path": str(path), "iou": IOU,
         "skipped": [f"{n}: {why}" for n, why in ds.skipped], "rows": rows})
     if out:
-        tables.write_outputs(out, "faces", report, markdown(report), {"pr": pr_plot(curves)})
+        tables.write_outputs(out, "faces", report, view(report), {"pr": pr_plot(curves)})
     return report
 
 
-def markdown(report: dict) -> str:
-    text = (f"# Faces: {report['dataset']}\n\n`{report['path']}` — IoU {report['iou']}; recall and precision at the "
-            f"detector's operating threshold, AP = PASCAL VOC all-point average precision over scores >= "
-            f"{AP_THRESHOLD}. Detector boxes are used as they are; 'AP (square boxes)' turns each into a square "
-            f"of the same area like dlib's labels.\n\n")
-    text += tables.markdown_table(COLUMNS, report["rows"])
+def view(report: dict) -> tables.View:
     fits = [r for r in report["rows"] if r.get("box_fit", {}).get("matches")]
-    if fits:
-        text += ("\nBox convention vs the labels (medians over matches): "
-                 + "; ".join(f"{r['set']} {r['precision']}: width x{r['box_fit']['width_ratio']:.2f}, height "
-                             f"x{r['box_fit']['height_ratio']:.2f}, centre {r['box_fit']['centre_dy']:+.2f} "
-                             f"box heights lower, IoU {r['box_fit']['iou']:.2f}" for r in fits) + "\n")
-    return text
+    box_fit = ("Box convention vs the labels (medians over matches): "
+               + "; ".join(f"{r['set']} {r['precision']}: width x{r['box_fit']['width_ratio']:.2f}, height "
+                           f"x{r['box_fit']['height_ratio']:.2f}, centre {r['box_fit']['centre_dy']:+.2f} "
+                           f"box heights lower, IoU {r['box_fit']['iou']:.2f}" for r in fits))
+    return tables.View(
+        f"Faces: {report['dataset']}",
+        f"`{report['path']}` — IoU {report['iou']}; recall and precision at the detector's operating threshold, AP = "
+        f"PASCAL VOC all-point average precision over scores >= {AP_THRESHOLD}. Detector boxes are used as they are; "
+        "'AP (square boxes)' turns each into a square of the same area like dlib's labels.",
+        COLUMNS, [box_fit] if fits else [],
+        {"pr": f"Precision against recall of each set and precision as the score threshold falls to {AP_THRESHOLD}: "
+               f"detections matched to the labeled faces at IoU {report['iou']}, one match per label; AP (in the legend) "
+               "is the area under the curve, PASCAL VOC all-point."})
 
 
 def pr_plot(curves: dict):

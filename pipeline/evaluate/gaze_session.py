@@ -202,18 +202,23 @@ def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=No
                   + (" (chosen again without each target: nested)" if method == "auto" else "") + f", {what}",
         "rows": rows})
     if out:
-        tables.write_outputs(out, "gaze_session", report, markdown(report),
+        tables.write_outputs(out, "gaze_session", report, view(report),
                              {"per_target": per_target_plot(report), "screen": screen_plot(report)})
     return report
 
 
-def markdown(report: dict) -> str:
+def view(report: dict) -> tables.View:
     rows = [r for r in report["rows"] if "error" not in r]
     src = {r["distance_source"] for r in rows}
-    text = (f"# Gaze session: {Path(report['path']).name}\n\n`{report['video']}` on a {report['screen']['width_px']}x"
-            f"{report['screen']['height_px']} px screen; {report['method']}. Visual angle at a viewing distance from "
-            f"{' / '.join(sorted(src)) or '-'}.\n\n")
-    return text + tables.markdown_table(COLUMNS, report["rows"])
+    return tables.View(
+        f"Gaze session: {Path(report['path']).name}",
+        f"`{report['video']}` on a {report['screen']['width_px']}x{report['screen']['height_px']} px screen; "
+        f"{report['method']}. Visual angle at a viewing distance from {' / '.join(sorted(src)) or '-'}.",
+        COLUMNS, captions={
+            "per_target": "Mean on-screen error of each target in degrees of visual angle, the target predicted by a "
+                          "calibration fitted on the other targets only (leave-one-target-out); one bar per set and precision.",
+            "screen": "The targets (+) on the screen in pixels, every leave-one-target-out prediction (dots) and their "
+                      "means, each joined to its target."})
 
 
 def per_target_plot(report: dict):

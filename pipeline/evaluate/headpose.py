@@ -103,15 +103,17 @@ def evaluate(path, dataset: str = "aflw2000", models="mediapipe", precisions="FP
         "excluded": [f"{n}: {why}" for n, why in ds.excluded], "skipped": [f"{n}: {why}" for n, why in ds.skipped],
         "rows": rows, "samples": details})
     if out:
-        tables.write_outputs(out, "headpose", report, markdown(report), {"yaw_bins": yaw_bin_plot(report)})
+        tables.write_outputs(out, "headpose", report, view(report), {"yaw_bins": yaw_bin_plot(report)})
     return report
 
 
-def markdown(report: dict) -> str:
-    text = (f"# Head pose: {report['dataset']}{' (mirrored)' if report['mirrored'] else ''}\n\n"
-            f"`{report['path']}` — MAE in degrees over faces found; {len(report['excluded'])} excluded "
-            f"(|angle| > 99 deg), {len(report['skipped'])} skipped (no labels). Convention: {report['convention']}.\n\n")
-    return text + tables.markdown_table(COLUMNS, report["rows"])
+def view(report: dict) -> tables.View:
+    return tables.View(
+        f"Head pose: {report['dataset']}{' (mirrored)' if report['mirrored'] else ''}",
+        f"`{report['path']}` — MAE in degrees over faces found; {len(report['excluded'])} excluded (|angle| > 99 deg), "
+        f"{len(report['skipped'])} skipped (no labels). Convention: {report['convention']}.",
+        COLUMNS, captions={"yaw_bins": "Mean absolute error of yaw, pitch and roll (degrees) against the labels, over the "
+                                       "faces found in each bin of the labeled |yaw|; one bar per set and precision."})
 
 
 def yaw_bin_plot(report: dict):

@@ -141,16 +141,19 @@ def evaluate(path, dataset: str = "dlib-xml", models="mediapipe", precisions="FP
         "normaliser": "inter-ocular distance (outer eye corners, ibug 36-45)",
         "skipped": [f"{n}: {why}" for n, why in ds.skipped], "rows": rows, "faces": details}, 5)
     if out:
-        tables.write_outputs(out, "landmarks", report, markdown(report), {"nme": nme_plot(report)})
+        tables.write_outputs(out, "landmarks", report, view(report), {"nme": nme_plot(report)})
     return report
 
 
-def markdown(report: dict) -> str:
-    text = (f"# Landmarks: {report['dataset']}\n\n`{report['path']}` — NME normalised by the {report['normaliser']}, "
-            f"mean over faces found (detection matched to the labeled box at IoU >= {MIN_IOU}). "
-            f"NME 5 pts: eye centres, nose tip, mouth corners (every set); NME 68 / 51 inner: FaceMesh mapped "
-            f"to ibug 68 (pipeline/evaluate/landmarks.py MESH_TO_68).\n\n")
-    return text + tables.markdown_table(COLUMNS, report["rows"])
+def view(report: dict) -> tables.View:
+    return tables.View(
+        f"Landmarks: {report['dataset']}",
+        f"`{report['path']}` — NME normalised by the {report['normaliser']}, mean over faces found (detection matched "
+        f"to the labeled box at IoU >= {MIN_IOU}). NME 5 pts: eye centres, nose tip, mouth corners (every set); NME 68 / "
+        "51 inner: FaceMesh mapped to ibug 68 (pipeline/evaluate/landmarks.py MESH_TO_68).",
+        COLUMNS, captions={"nme": f"Normalised mean error (by the {report['normaliser']}) over the faces found, on 5 "
+                                  "points, the 51 inner and all 68 ibug points; a set with no mapping to 68 points (the "
+                                  "5-point OMZ model) has no bar there."})
 
 
 def nme_plot(report: dict):

@@ -1,9 +1,10 @@
-"""Evaluation outputs: JSON (everything), Markdown (one row per set x precision) and PNG plots,
-each written atomically into the --out folder."""
+"""Evaluation outputs: JSON (everything), Markdown (one row per set x precision), PNG plots and an
+HTML page (the table sortable, the plots inline), each written atomically into the --out folder."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -31,13 +32,6 @@ def write_text(path: Path, text: str) -> Path:
 
 def write_json(path: Path, data) -> Path:
     return write_text(path, json.dumps(data, indent=1) + "\n")
-
-
-def save_png(fig, path: Path) -> Path:
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
-    finally:
-        plt.close(fig)
 
 
 def fmt(value, spec: str = ".2f") -> str:
@@ -77,15 +71,39 @@ def grouped_bars(groups: list[str], series: dict[str, list], ylabel: str, title:
     return fig
 
 
-def write_outputs(out, kind: str, report: dict, markdown: str, figures: dict | None = None) -> list[Path]:
-    """<out>/<kind>.json, <kind>.md and <kind>_<name>.png; returns the paths written."""
+@dataclass(frozen=True)
+class View:
+    """What the Markdown and the page show of an evaluation: a title, what was measured and how
+    (`code` spans as in Markdown), the table's columns (row key, header, format spec), notes after
+    it, and a caption per plot (what it shows and how it was measured)."""
+
+    title: str
+    intro: str
+    columns: list
+    notes: list = field(default_factory=list)
+    captions: dict = field(default_factory=dict)
+
+    def markdown(self, rows: list[dict]) -> str:
+        return (f"# {self.title}\n\n{self.intro}\n\n" + markdown_table(self.columns, rows)
+                + "".join(f"\n{note}\n" for note in self.notes))
+
+
+def write_outputs(out, kind: str, report: dict, view: View, figures: dict | None = None) -> list[Path]:
+    """<out>/<kind>.json, <kind>.md, <kind>_<name>.png and <kind>.html; returns the paths written.
+    The page is listed in <out>/index.html."""
+    from pipeline.report import html
+
     folder = out_dir(out)
-    paths = []
-    for name, fig in (figures or {}).items():
-        paths.append(save_png(fig, folder / f"{kind}_{name}.png"))
-    if paths:
-        markdown += "\n" + "".join(f"![{p.stem}]({p.name})\n" for p in paths)
-        report = {**report, "plots": [p.name for p in paths]}
-    paths.insert(0, write_text(folder / f"{kind}.md", markdown))
-    paths.insert(0, write_json(folder / f"{kind}.json", report))
-    return paths
+    markdown = view.markdown(report["rows"])
+    pngs, svgs = html.save_figures(figures or {}, folder, stem=f"{kind}_")
+    if pngs:
+        markdown += "\n" + "".join(f"![{p.stem}]({p.name})\n" for p in pngs)
+        report = {**report, "plots": [p.name for p in pngs]}
+    paths = [write_json(folder / f"{kind}.json", report), write_text(folder / f"{kind}.md", markdown)]
+    rows = report["rows"]
+    summary = (f"{len(rows)} row(s): " + ", ".join(f"{r.get('set')} {r.get('precision')}" for r in rows)
+               + f" on {Path(str(report.get('path', ''))).name}")
+    page = html.write_page(folder / f"{kind}.html", "eval.html.j2", report, title=view.title,
+                           what=f"edgegaze eval {kind.replace('_', '-')}", summary=summary, figures=svgs, files=paths,
+                           view=view)
+    return paths + pngs + [page]

@@ -194,8 +194,8 @@ class Calibration:
         self._faces[set_name] = tuple(out)
         return tuple(out)
 
-    def _face_items(self, spec: zoo.ModelSpec) -> Items:
-        calib_res, val_res, check_res = self._face_results(spec.set)
+    def _face_items(self, spec: zoo.ModelSpec, set_name: str | None = None) -> Items:
+        calib_res, val_res, check_res = self._face_results(set_name or spec.set)
         stage = zoo_stage(spec.id, threads=0)
 
         def items(frame, result):
@@ -235,8 +235,10 @@ class Calibration:
         j.face = Face(box=box.astype(np.float32), score=r.face.score, keypoints=r.face.keypoints, tracked=True)
         return j
 
-    def items(self, spec: zoo.ModelSpec) -> Items:
-        return self._detector_items(spec) if spec.stage == "face" else self._face_items(spec)
+    def items(self, spec: zoo.ModelSpec, set_name: str | None = None) -> Items:
+        """The model's items; a per-face model's come from the upstream stages of `set_name` (the set
+        it is quantized for: the default set feeds the gaze network the mesh's eyes), else of its own set."""
+        return self._detector_items(spec) if spec.stage == "face" else self._face_items(spec, set_name)
 
 
 def _paths(src) -> list[Path]:

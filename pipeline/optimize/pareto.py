@@ -1,5 +1,5 @@
 """The search's outputs: the chosen candidate, the Pareto front, and the files (profile.toml,
-pareto.json, pareto.md, pareto.png)."""
+pareto.json, pareto.md, pareto.png, pareto.html)."""
 
 from __future__ import annotations
 
@@ -70,36 +70,39 @@ def _markdown(result: dict, best, hand) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(result: dict, best, path: Path) -> None:
+def figure(summary: dict):
+    """Every measured candidate's speed against each accuracy drop, from the summary pareto.json holds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    m, rows = result["metric"], [r for r in result["rows"] if "drops" in r]
-    keys = [k for k in ("head_pose_deg", "gaze_deg", "faces_found") if any(k in r["drops"] for r in rows)]
+    m, rows = summary["metric"], [r for r in summary["rows"] if "drops" in r]
+    keys = [k for k in ("head_pose_deg", "gaze_deg", "faces_found") if any(k in r["drops"] for r in rows)] or ["faces_found"]
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for r in rows:
-            style = dict(marker="*", s=220, c="red", zorder=3) if r is best else \
-                dict(marker="s" if r["candidate"].hand_picked else "o", s=30,
+            style = dict(marker="*", s=220, c="red", zorder=3) if r["candidate"]["name"] == summary["chosen"] else \
+                dict(marker="s" if r["candidate"].get("hand_picked") else "o", s=30,
                      c="tab:green" if r["feasible"] else "tab:gray", alpha=0.8)
-            ax.scatter(r[m], r["drops"].get(key, float("nan")), **style)
-        limit = result["budget"]["max_drop"].get(key)
-        if limit is not None:
+            y = r["drops"].get(key)
+            ax.scatter(r[m], np.nan if y is None else y, **style)
+        limit = summary["budget"]["max_drop"].get(key)
+        if limit is not None and np.isfinite(limit):
             ax.axhline(limit, ls="--", c="k", lw=0.8)
-        if result["budget"][m] <= 1.5 * max(r[m] for r in rows):  # a loose budget would squash the points
-            ax.axvline(result["budget"][m], ls=":", c="k", lw=0.8)
+        if rows and summary["budget"][m] <= 1.5 * max(r[m] for r in rows):  # a loose budget would squash the points
+            ax.axvline(summary["budget"][m], ls=":", c="k", lw=0.8)
         ax.set(xlabel=f"{m.replace('_', ' ')} per frame (measured)", ylabel=f"{key} ({DROP_UNITS[key]})")
         ax.grid(alpha=0.3)
     axes[0][0].set_title("star: chosen; squares: hand-picked; green: within budget; dashed: max drop", fontsize=9)
     fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
-    plt.close(fig)
+    return fig
 
 
 def write(result: dict, out: str | Path) -> dict:
-    """Write pareto.json/.md/.png and, when a candidate fits the budget, profile.toml."""
+    """Write pareto.json/.md/.png/.html and, when a candidate fits the budget, profile.toml."""
+    from pipeline.optimize import pages
+
     out = Path(out)
     mark_front(result["rows"], result["metric"])
     best, hand = choose(result)
@@ -107,9 +110,8 @@ def write(result: dict, out: str | Path) -> dict:
                "chosen": best["candidate"].name if best else None,
                "best_hand_picked": hand["candidate"].name if hand else None,
                "cpu_speedup_vs_hand_picked": round(hand["cpu_ms"] / best["cpu_ms"], 3) if best and hand else None}
-    atomic_write(out / "pareto.json", json.dumps(summary, indent=1))
-    atomic_write(out / "pareto.md", _markdown(result, best, hand))
-    _plot(result, best, out / "pareto.png")
+    files = [atomic_write(out / "pareto.json", json.dumps(summary, indent=1)),
+             atomic_write(out / "pareto.md", _markdown(result, best, hand))]
     if best:
         measured = {"cpu_ms_per_frame": best["cpu_ms"], "wall_ms_per_frame": best["wall_ms"], "frames": best["frames"],
                     **{f"drop_{k}": v for k, v in best["drops"].items()}}
@@ -119,4 +121,6 @@ def write(result: dict, out: str | Path) -> dict:
         budget = {result["metric"]: result["budget"][result["metric"]],
                   **{f"max_drop_{k}": v for k, v in result["budget"]["max_drop"].items()}}
         profiles.write(out / "profile.toml", best["candidate"].profile(measured, budget, source))
+        files.append(out / "profile.toml")
+    pages.write_pareto(summary, out, files, {"pareto": figure(summary)})
     return summary

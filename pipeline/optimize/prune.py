@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +110,8 @@ def allocate(rows: list[dict], ratio: float) -> dict[int, float]:
     return {i: v for i, v in chosen.items() if v > 0}
 
 
-def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
+def sensitivity_figure(rows: list[dict], title: str):
+    """Each unit's error when only it is pruned, against its share of the measured time, per level."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,8 +128,7 @@ def sensitivity_plot(rows: list[dict], path: Path, title: str) -> None:
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    paths.atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=100))
-    plt.close(fig)
+    return fig
 
 
 # ---------------------------------------------------------------- the command
@@ -213,27 +211,27 @@ class _Run:
                         focus=o.focus, model_id=self.model_id, log=self.log)
 
 
-def prune(model_id: str, options: PruneOptions, log: Callable[[str], object] = print) -> dict:
+def prune(model_id: str, options: PruneOptions, log: Callable[[str], object] = print,
+          index: str | Path | None = None) -> dict:
     """Prune one zoo model, recover by distillation, export IR; returns the report (also written
-    as prune_report.json/.md in the IR folder, and the sensitivity PNG for structured)."""
+    as prune_report.json/.md/.html in the IR folder, with the sensitivity PNG for structured). The
+    page is listed in `index`/index.html when given (the CLI's --index, results/ by default)."""
     require_torch()
     spec = check_supported(model_id)
     paths.check_home_writable()  # the IR is saved after minutes of distillation
     t_start = time.perf_counter()
     run = _load(model_id, spec, options, log)
     report = _report_head(run, _form_error(run))
-    with tempfile.TemporaryDirectory(prefix="edgegaze-prune-") as tmp:  # gone on success, error and Ctrl-C
-        folder_tmp = Path(tmp)
-        if options.method == "unstructured":
-            student = _prune_unstructured(run, report)
-        else:
-            student = _prune_structured(run, report, folder_tmp)
-        log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
-            f"{report['error_after']:.3f} after {options.steps} distillation steps ({report['metric']})")
-        xml = _export(run, student, report)
-        _measure(run, xml, report)
-        report["seconds"] = round(time.perf_counter() - t_start, 1)
-        _write_report(report, xml.parent, folder_tmp)
+    if options.method == "unstructured":
+        student = _prune_unstructured(run, report)
+    else:
+        student = _prune_structured(run, report)
+    log(f"{model_id}: held-out error vs original {report['error_before']:.3f} before, "
+        f"{report['error_after']:.3f} after {options.steps} distillation steps ({report['metric']})")
+    xml = _export(run, student, report)
+    _measure(run, xml, report)
+    report["seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_report(report, xml.parent, index)
     report["ir"] = str(xml)
     return report
 
@@ -299,7 +297,7 @@ def _prune_unstructured(run: _Run, report: dict):
     return nncf.strip(student, do_copy=False, example_input=run.example)
 
 
-def _prune_structured(run: _Run, report: dict, folder_tmp: Path):
+def _prune_structured(run: _Run, report: dict):
     """Whole channel blocks out (per-unit ratios from the sensitivity analysis, or uniform), a
     least-squares refit of the convolutions that follow, distillation."""
     from pipeline.optimize.channels import ChannelGraph
@@ -309,7 +307,7 @@ def _prune_structured(run: _Run, report: dict, folder_tmp: Path):
     graph = ChannelGraph(run.teacher, run.example)
     scores = graph.importance([torch.from_numpy(x_tr[i:i + 32]) for i in range(0, min(len(x_tr), 128), 32)])
     if o.per_unit == "sensitivity":
-        ratios = _sensitivity_plan(run, graph, scores, report, folder_tmp)
+        ratios = _sensitivity_plan(run, graph, scores, report)
     else:
         ratios = {i: o.ratio for i in range(len(graph.units))}
     student = graph.apply(graph.plan(ratios, scores, o.block))
@@ -324,9 +322,9 @@ def _prune_structured(run: _Run, report: dict, folder_tmp: Path):
     return student
 
 
-def _sensitivity_plan(run: _Run, graph, scores, report: dict, folder_tmp: Path) -> dict[int, float]:
-    """Per-unit ratios from measured conv times and each unit's error when pruned alone; the rows,
-    the plot and the speedup the profile predicts go into the report."""
+def _sensitivity_plan(run: _Run, graph, scores, report: dict) -> dict[int, float]:
+    """Per-unit ratios from measured conv times and each unit's error when pruned alone; the rows
+    and the speedup the profile predicts go into the report."""
     times = conv_times(to_ov(run.teacher, run.spec), np.repeat(run.data.images[:1], run.spec.batch, 0))
     # a stride through the held-out crops leaves at most SENSITIVITY_CROPS for the one pass per unit and level
     ho = run.ho
@@ -337,7 +335,6 @@ def _sensitivity_plan(run: _Run, graph, scores, report: dict, folder_tmp: Path) 
     for i, r in enumerate(rows):
         r["chosen_ratio"] = ratios.get(i, 0.0)
     report["sensitivity"] = rows
-    sensitivity_plot(rows, folder_tmp / "sensitivity.png", f"{run.model_id}: per-unit sensitivity")
     # estimated speedup from the profile: the chosen share of each unit's time goes
     saved = sum(r["time_us"] * r["chosen_ratio"] for r in rows)
     report["estimated_speedup_profile"] = round(times["_total"] / max(times["_total"] - saved, 1e-9), 3)
@@ -385,11 +382,14 @@ def _measure(run: _Run, xml: Path, report: dict) -> None:
         report["measured_speedup_1t"] = lat["1t"]["speedup"]
 
 
-def _write_report(report: dict, folder: Path, folder_tmp: Path) -> None:
-    paths.atomic_write(folder / "prune_report.json", json.dumps(report, indent=2))
-    paths.atomic_write(folder / "prune_report.md", markdown([report]))
-    if (folder_tmp / "sensitivity.png").exists():
-        os.replace(folder_tmp / "sensitivity.png", folder / "sensitivity.png")
+def _write_report(report: dict, folder: Path, index: str | Path | None) -> None:
+    from pipeline.optimize import pages
+
+    written = [paths.atomic_write(folder / "prune_report.json", json.dumps(report, indent=2)),
+               paths.atomic_write(folder / "prune_report.md", markdown([report]))]
+    figures = {"sensitivity": sensitivity_figure(report["sensitivity"], f"{report['model_id']}: per-unit sensitivity")
+               } if report.get("sensitivity") else {}
+    pages.write_prune(report, folder, written, index, figures)
 
 
 def _int8(model: ov.Model, images: np.ndarray, batch: int) -> ov.Model:

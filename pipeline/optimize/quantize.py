@@ -19,16 +19,24 @@ Per model:
    INT8 IR written: layers picked on the val items can fit those items' luck (an Iris INT8 with 42
    of 107 layers in FP32 used 0.99 of its budget on the val eyes of one video and 2.5-7x on three
    others).
+4c. With `train` (--train STEPS), quantization-aware training (optimize/qat.py) instead of the
+   fallbacks of step 4: NNCF's INT8 of the model's PyTorch form, fine-tuned by distillation from
+   FP32 on the same calibration items, exported with the FP32 IR's interface, then scored and
+   checked as in 3 and 4b; the report shows it beside the post-training INT8.
 5. Report (JSON + Markdown under --out): sizes, p50 latency at 1 and 2 threads beside FP32 and
-   Intel's FP16-INT8, metrics, layers kept FP32, calibration time.
+   Intel's FP16-INT8, metrics, layers kept FP32, calibration time; a QAT model's source form (its
+   float-input IR, what a zoo ships and `convert` embeds the preprocessing into) under source/.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -37,7 +45,7 @@ import nncf
 import numpy as np
 import openvino as ov
 
-from pipeline import __version__, convert, modelcache, paths, runtime, zoo
+from pipeline import __version__, convert, modelcache, paths, runtime, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics, sensitivity
 from pipeline.optimize.calib import Calibration, Items
@@ -90,6 +98,11 @@ class Scorer:
 
     def violations(self, m: dict) -> list[str]:
         return metrics.violations(m, self.budget)
+
+
+def ignored(spec: zoo.ModelSpec, patterns=()) -> list[str]:
+    """The --ignore patterns and the layers the model's stage class always leaves in float (int8_float_layers)."""
+    return [*stages.stage_class(spec.id).int8_float_layers, *patterns]
 
 
 def _quantize(fp32: ov.Model, items: Items, preset: str, names=(), patterns=()) -> ov.Model:
@@ -166,9 +179,12 @@ def _source_stamp(src: Path) -> str:
     return f"{src} ({st.st_size} bytes, mtime {int(st.st_mtime)})"
 
 
-def _provenance(spec, cal: Calibration, preset, budget, ignore) -> dict:
+def _provenance(spec, cal: Calibration, opts: "QuantizeOptions", for_set: str | None) -> dict:
     fp32 = convert.provenance_of(spec.id, "FP32") or {}
-    return {
+    preset, budget, ignore = opts.preset, opts.budget, opts.ignore
+    qat = {"qat": f"{opts.train} steps, lr {opts.lr:g}, seed {opts.seed}", "items_from": for_set or spec.set} \
+        if opts.train else {}  # a post-training INT8 keeps the provenance it had (no re-quantizing)
+    return {**qat, 
         "model_id": spec.id,
         "precision": "INT8",
         "fp32_source_sha256": fp32.get("source_sha256", ""),
@@ -188,18 +204,28 @@ class QuantizeOptions:
     defaults are the CLI's."""
 
     preset: str = "performance"  # one of PRESETS
-    budget: dict | None = None  # metric -> largest drop allowed; None: metrics.DEFAULT_BUDGET
+    budget: dict | None = None  # metric -> largest drop allowed, over metrics.DEFAULT_BUDGET
     ignore: tuple[str, ...] = ()  # regexes of layer names NNCF leaves in FP32
     full_sensitivity: bool = False  # also the full per-layer sensitivity table and plot
     latency: bool = True  # p50 ms of FP32, INT8 and Intel's FP16-INT8 at 1 and 2 threads
     force: bool = False  # re-quantize even when the INT8 IR is up to date
     out: Path | None = None  # report folder (report.json/.md under out/<model id>/)
     accuracy_control: bool = True  # last resort: nncf.quantize_with_accuracy_control
+    train: int = 0  # quantization-aware training steps (batch 16); 0: post-training INT8 only
+    lr: float = 1e-5  # QAT learning rate (Adam, cosine decay)
+    seed: int = 0  # QAT: the crops drawn and how they are moved
 
     def __post_init__(self):
         if self.preset not in PRESETS:
             raise EdgegazeError(f"unknown preset '{self.preset}'; valid: {', '.join(PRESETS)}")
-        object.__setattr__(self, "budget", self.budget or dict(metrics.DEFAULT_BUDGET))
+        if self.train < 0:
+            raise EdgegazeError(f"--train must be >= 0 steps, got {self.train}")
+        if not self.lr > 0:
+            raise EdgegazeError(f"--lr must be above 0, got {self.lr}")
+        unknown = set(self.budget or {}) - set(metrics.DEFAULT_BUDGET)
+        if unknown:
+            raise EdgegazeError(f"unknown budget metric(s) {', '.join(sorted(unknown))}; valid: {', '.join(metrics.DEFAULT_BUDGET)}")
+        object.__setattr__(self, "budget", {**metrics.DEFAULT_BUDGET, **(self.budget or {})})
         object.__setattr__(self, "ignore", tuple(self.ignore))
         for pattern in self.ignore:  # NNCF compiles them only after calibration, minutes in
             try:
@@ -226,6 +252,8 @@ class _Job:
     rows: list = field(default_factory=list)  # per-layer sensitivity rows
     kept_fp32: list = field(default_factory=list)
     search_s: float = 0.0
+    qat: dict | None = None  # what quantization-aware training did
+    source: ov.Model | None = None  # the QAT model without the embedded preprocessing
 
     def attempt(self, model, fp32_layers: list, items: str, scorer: Scorer | None = None) -> dict:
         scorer = scorer or self.scorer
@@ -236,16 +264,17 @@ class _Job:
 
 
 def quantize_model(spec: zoo.ModelSpec, cal: Calibration, options: QuantizeOptions | None = None,
-                   log=print) -> dict:
-    """Quantize one zoo model; returns its report (also written under `options.out`)."""
+                   log=print, for_set: str | None = None) -> dict:
+    """Quantize one zoo model; returns its report (also written under `options.out`). `for_set`: the
+    set whose upstream stages make a per-face model's items (default: the model's own set)."""
     options = options or QuantizeOptions()
     fp32_xml = runtime.ir_file(spec.id, "FP32")
-    provenance = _provenance(spec, cal, options.preset, options.budget, options.ignore)
+    provenance = _provenance(spec, cal, options, for_set)
     done = None if options.force else _up_to_date(spec, provenance, options.out, log)
     if done is not None:
         return done
     t_start = time.time()
-    job = _calibration(spec, fp32_xml, cal, options, log)
+    job = _calibration(spec, fp32_xml, cal, options, log, for_set)
     t = time.time()
     q = _quantize_plain(job)
     calib_s = time.time() - t
@@ -253,7 +282,9 @@ def quantize_model(spec: zoo.ModelSpec, cal: Calibration, options: QuantizeOptio
     plain_q, all_layers = q, sensitivity.layers(q)
     log(f"{spec.id}: INT8 ({len(all_layers)} layers) budget used {first['metrics']['budget_used']:.2f}"
         + (f" — {'; '.join(first['violations'])}" if first["violations"] else ""))
-    if first["violations"]:
+    if options.train:
+        q = _trained(job)
+    elif first["violations"]:
         mixed = _fall_back(job, q, all_layers)
         if mixed is not None:
             q = mixed
@@ -286,11 +317,12 @@ def _up_to_date(spec: zoo.ModelSpec, provenance: dict, out: Path | None, log) ->
     return {"model_id": spec.id, "status": "up to date", "path": str(paths.ir_path(spec.id, "INT8"))}
 
 
-def _calibration(spec: zoo.ModelSpec, fp32_xml: Path, cal: Calibration, opts: QuantizeOptions, log) -> _Job:
+def _calibration(spec: zoo.ModelSpec, fp32_xml: Path, cal: Calibration, opts: QuantizeOptions, log,
+                 for_set: str | None = None) -> _Job:
     """The FP32 model, its calibration and held-out items, and the scorer against FP32."""
     with modelcache.reading(fp32_xml):
         fp32 = _eval_core().read_model(str(fp32_xml))
-    items = cal.items(spec)
+    items = cal.items(spec, for_set)
     scorer, checker = Scorer(spec, fp32, items, opts.budget), Scorer(spec, fp32, items.checking(), opts.budget)
     # frames and items differ: a frame gives an item per face crop (and a jittered copy), per eye pair, or none
     log(f"{spec.id}: {len(cal.calib_frames)} calibration frames -> {len(items.calib)} items; held out "
@@ -301,9 +333,23 @@ def _calibration(spec: zoo.ModelSpec, fp32_xml: Path, cal: Calibration, opts: Qu
 
 def _quantize_plain(job: _Job) -> ov.Model:
     try:
-        return _quantize(job.fp32, job.items, job.opts.preset, patterns=job.opts.ignore)
+        return _quantize(job.fp32, job.items, job.opts.preset, patterns=ignored(job.spec, job.opts.ignore))
     except nncf.ValidationError as e:
         raise EdgegazeError(f"{job.spec.id}: {e}") from None
+
+
+def _trained(job: _Job) -> ov.Model:
+    """Quantization-aware training (optimize/qat.py) on the calibration items, scored on the held-out ones."""
+    from pipeline.optimize import qat
+
+    o = job.opts
+    job.log(f"{job.spec.id}: quantization-aware training, {o.train} steps")
+    model, job.source, job.qat = qat.train(job.spec, job.items.calib, o.train, PRESETS[o.preset], lr=o.lr, seed=o.seed,
+                                           ignore=ignored(job.spec, o.ignore), log=job.log)
+    a = job.attempt(model, [], f"all held-out, QAT {o.train} steps")
+    job.log(f"{job.spec.id}: QAT INT8 budget used {a['metrics']['budget_used']:.2f} ({job.qat['train_s']} s)"
+            + (f" — {'; '.join(a['violations'])}" if a["violations"] else ""))
+    return model
 
 
 def _subsample(job: _Job) -> Scorer:
@@ -315,7 +361,7 @@ def _fall_back(job: _Job, q: ov.Model, all_layers: list) -> ov.Model | None:
     NNCF's accuracy control. Returns the model inside the budget, or None."""
     o, log, spec = job.opts, job.log, job.spec
     t = time.time()
-    mixed, job.kept_fp32, tried = _mixed_precision(q, job.fp32, job.items, o.preset, o.ignore, job.scorer,
+    mixed, job.kept_fp32, tried = _mixed_precision(q, job.fp32, job.items, o.preset, ignored(spec, o.ignore), job.scorer,
                                                    _subsample(job), job.rows, log)
     job.attempts += tried
     job.search_s = time.time() - t
@@ -323,7 +369,7 @@ def _fall_back(job: _Job, q: ov.Model, all_layers: list) -> ov.Model | None:
     if mixed is None and o.accuracy_control:
         log(f"{spec.id}: reverting the most sensitive layers was not enough; nncf.quantize_with_accuracy_control")
         t = time.time()
-        ac = _accuracy_control(job.fp32, job.items, o.preset, o.ignore, job.scorer)
+        ac = _accuracy_control(job.fp32, job.items, o.preset, ignored(spec, o.ignore), job.scorer)
         job.search_s += time.time() - t
         quantized = {layer.name for layer in sensitivity.layers(ac)}
         reverted = [layer.name for layer in all_layers if layer.name not in quantized]
@@ -340,7 +386,8 @@ def _fall_back(job: _Job, q: ov.Model, all_layers: list) -> ov.Model | None:
 def _report(job: _Job, cal: Calibration, all_layers: list, calib_s: float) -> dict:
     spec, items, attempts = job.spec, job.items, job.attempts
     ok = not attempts[-1]["violations"]
-    status = ("INT8" if not job.kept_fp32 else "mixed INT8/FP32") if ok else "kept FP32 (outside budget)"
+    status = ("INT8 (QAT)" if job.qat else "INT8" if not job.kept_fp32 else "mixed INT8/FP32") if ok \
+        else "kept FP32 (outside budget)"
     return {
         "model_id": spec.id, "set": spec.set, "stage": spec.stage, "status": status, "preset": job.opts.preset,
         "calibration": {"source": str(cal.src), "frames": len(cal.calib_frames), "held_out_frames": len(cal.val_frames),
@@ -351,7 +398,8 @@ def _report(job: _Job, cal: Calibration, all_layers: list, calib_s: float) -> di
         "budget": job.scorer.budget, "metrics": attempts[-1]["metrics"], "violations": attempts[-1]["violations"],
         "layers_total": len(all_layers), "layers_fp32": job.kept_fp32 if ok else [], "ignore": list(job.opts.ignore),
         "attempts": attempts, "calibration_s": round(calib_s, 2),
-        "mixed_precision_search_s": round(job.search_s, 1),
+        "mixed_precision_search_s": round(job.search_s, 1), "qat": job.qat,
+        "sensitivity": job.rows,  # per layer, where it was measured (a fall-back or --sensitivity)
     }
 
 
@@ -369,6 +417,12 @@ def _save_or_explain(job: _Job, q: ov.Model, report: dict, provenance: dict, all
         report["reason"] = (f"inside the budget on the held-out items it was chosen on (budget used {chosen_on:.2f}) but "
                             f"not on the check items ({'; '.join(attempts[-1]['violations'])}): the INT8 model does not "
                             f"generalise; calibrate on longer, more varied video or check on another with --check")
+        job.log(f"{spec.id}: keeps FP32, no INT8 written — {report['reason']}")
+        return
+    if job.qat:
+        report["reason"] = (f"post-training INT8 outside budget ({'; '.join(attempts[0]['violations']) or 'in budget'}); "
+                            f"after quantization-aware training ({job.opts.train} steps) too ({'; '.join(attempts[-1]['violations'])}): "
+                            "train longer (--train), or calibrate on more varied recordings")
         job.log(f"{spec.id}: keeps FP32, no INT8 written — {report['reason']}")
         return
     tried = ", ".join(f"{len(a['fp32_layers'])} ({'; '.join(a['violations']) or 'in budget'} on {a['items']})"
@@ -398,19 +452,35 @@ def _compare(job: _Job, report: dict) -> None:
 
 
 def _write_all(job: _Job, report: dict, report_dir: Path) -> None:
-    _write_report(report, report_dir)
+    from pipeline.optimize import pages
+
+    written = _write_report(report, report_dir)
+    if job.source is not None and "path" in report:
+        _write_source(job.source, job.spec.id, report_dir / "source")
     if job.rows:
         keys = list(metrics.BUDGET_KEYS[job.spec.stage]) + ["budget_used"]
-        sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv")
-        sensitivity.plot(job.rows, "budget_used", job.spec.id, report_dir / "sensitivity.png", job.attempts[0]["metrics"])
+        written.append(sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv"))
+    pages.write_quantize(report, report_dir, written)  # and sensitivity.png
+
+
+def _write_source(model: ov.Model, model_id: str, folder: Path) -> None:
+    """The QAT model's float-input form (model_id.xml/.bin), the whole folder replaced at once."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".source-", dir=folder.parent))
+    try:
+        ov.save_model(model, tmp / f"{model_id}.xml", compress_to_fp16=False)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _fmt(v) -> str:
     return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
-def _write_report(report: dict, folder: Path) -> None:
-    paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))
+def _write_report(report: dict, folder: Path) -> list[Path]:
+    written = [paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))]
     keys = list(report["budget"])
     lines = [f"# {report['model_id']} — {report['status']}", "",
              f"Preset {report['preset']}; calibration {report['calibration']['items']} items from "
@@ -433,7 +503,7 @@ def _write_report(report: dict, folder: Path) -> None:
     if "reason" in report:
         lines += ["", f"**Kept FP32:** {report['reason']}"]
     lines += ["", "Notes: " + "; ".join(report["calibration"]["notes"])]
-    paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")
+    return written + [paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")]
 
 
 def summary_markdown(reports: list[dict]) -> str:
@@ -454,32 +524,46 @@ def summary_markdown(reports: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def quantize(set_name: str | None = None, model_id: str | None = None, calib: str | Path = "", subset: int = 100,
-             preset: str = "performance", max_drop: list[str] | None = None, ignore: list[str] | None = None,
-             full_sensitivity: bool = False, latency: bool = True, force: bool = False,
-             out: str | Path = "results/quantize", log: Callable[[str], object] = print,
-             check: str | Path | None = None) -> list[dict]:
+def quantize(set_name: str | None = None, model_id: str | None = None, calib: str | Path = "",
+             options: QuantizeOptions | None = None, subset: int = 100, check: str | Path | None = None,
+             log: Callable[[str], object] = print) -> list[dict]:
     """Quantize the selected zoo models from one calibration source (and, if given, a check source
-    that only the final models are scored on); writes INT8 IR and reports."""
-    specs = zoo.select(set_name, model_id)
-    budget = metrics.parse_budget(max_drop)
+    that only the final models are scored on); writes INT8 IR and reports (under `options.out`,
+    default results/quantize). A set (not `all`) also brings the models its stages run (the default
+    set: the gaze network), whose items its own upstream stages make."""
+    from pipeline.optimize import pages
+
+    options = options or QuantizeOptions(out=Path("results/quantize"))
+    specs = _models(set_name, model_id)
     if subset < 8:
         raise EdgegazeError(f"--subset {subset} is too small; calibration needs at least 8 frames")
     for spec in specs:
         runtime.ir_file(spec.id, "FP32")  # fail before any work if a model is not converted
-    out = paths.check_out_dir(out, create=False)  # the INT8 IR is written before the report
+    out = paths.check_out_dir(options.out or "results/quantize", create=False)  # the INT8 IR is written before the report
     paths.check_home_writable()  # and it is written after the calibration
-    options = QuantizeOptions(preset=preset, budget=budget, ignore=tuple(ignore or ()), full_sensitivity=full_sensitivity,
-                              latency=latency, force=force, out=out)
+    options = replace(options, out=out)
     cal = Calibration(calib, subset=subset, log=log, check_src=check)
-    reports = [quantize_model(s, cal, options, log) for s in specs]
+    for_set = set_name if set_name not in (None, "all") else None
+    reports = [quantize_model(s, cal, options, log, for_set) for s in specs]
     # the summary covers every model with a report in `out`, not only this run's
     latest = {r["model_id"]: r for r in reports}
     every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
     every = [r for r in every if r is not None]
-    paths.atomic_write(out / "summary.md", summary_markdown(every))
-    paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))
+    written = [paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float)),
+               paths.atomic_write(out / "summary.md", summary_markdown(every))]
+    pages.write_quantize_summary(every, out, written)
     return reports
+
+
+def _models(set_name: str | None, model_id: str | None) -> list[zoo.ModelSpec]:
+    """--model and/or --set: a set brings the models its stages run (stages.zoo_models); --model with
+    a set is that model as the set runs it."""
+    if model_id and set_name not in (None, "all"):
+        if model_id not in {m.id for m in stages.zoo_models(set_name)}:
+            raise EdgegazeError(f"--model {model_id} is not run by the {set_name} set; give --model alone, or "
+                                f"--set {set_name} alone for every model it runs")
+        return [zoo.get(model_id)]
+    return stages.zoo_models(set_name, model_id)
 
 
 def _read_report(out: Path, model_id: str) -> dict | None:

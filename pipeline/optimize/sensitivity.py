@@ -129,7 +129,7 @@ def write_table(rows: list[dict], keys: list[str], path: Path) -> Path:
     return atomic_write(path, buf.getvalue())
 
 
-def plot(rows: list[dict], key: str, title: str, path: Path, baseline: dict | None = None) -> Path:
+def figure(rows: list[dict], key: str, title: str, baseline: dict | None = None):
     """Bar chart per layer of `key` for each mode; the fully quantized model's value as a line."""
     import matplotlib
 
@@ -140,7 +140,7 @@ def plot(rows: list[dict], key: str, title: str, path: Path, baseline: dict | No
     x = np.arange(len(rows))
     fig, axes = plt.subplots(len(modes), 1, figsize=(max(8, 0.18 * len(rows)), 3.2 * len(modes)), squeeze=False)
     for ax, mode in zip(axes[:, 0], modes):
-        ax.bar(x, [r[mode][key] for r in rows], color="tab:orange" if mode == "only_int8" else "tab:blue")
+        ax.bar(x, [r[mode].get(key, np.nan) for r in rows], color="tab:orange" if mode == "only_int8" else "tab:blue")
         if baseline is not None and key in baseline:
             ax.axhline(baseline[key], color="k", lw=1, ls="--", label="all layers INT8")
             ax.legend(loc="upper right", fontsize=8)
@@ -149,7 +149,4 @@ def plot(rows: list[dict], key: str, title: str, path: Path, baseline: dict | No
         ax.set_xticks(x)
         ax.set_xticklabels([r["layer"][-28:] for r in rows], rotation=90, fontsize=5)
     fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    finally:
-        plt.close(fig)
+    return fig

@@ -26,7 +26,8 @@ from pipeline.runtime import core
 
 TORCH_EXTRA = 'pip install -e ".[torch]"'
 # Models whose source graphs use only the ops below (checked against the IR in tests/test_prune.py).
-SUPPORTED = ("face-landmark", "iris-landmark", "landmarks-regression-retail-0009", "head-pose-estimation-adas-0001")
+SUPPORTED = ("face-landmark", "iris-landmark", "landmarks-regression-retail-0009", "head-pose-estimation-adas-0001",
+             "gaze-estimation-adas-0002")
 
 
 def require_torch():
@@ -79,6 +80,12 @@ def example_input(spec: zoo.ModelSpec) -> np.ndarray:
     return np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
 
 
+def example_inputs(module) -> tuple:
+    """Zero tensors of every input of a translated module, in input order (the export's example)."""
+    torch = require_torch()
+    return tuple(torch.zeros(shape) for shape in module.input_shapes)
+
+
 def from_ov_model(model: ov.Model):
     """Translate an ov.Model (weights folded) into an OVGraphModule."""
     t = _Translator(model)
@@ -104,7 +111,8 @@ class _Translator:
     HANDLERS = {"Parameter": "parameter", "Convolution": "conv", "GroupConvolution": "conv", "Add": "add_multiply",
                 "Multiply": "add_multiply", "PRelu": "prelu", "Relu": "unary", "Sigmoid": "unary",
                 "MaxPool": "maxpool", "Pad": "pad", "Transpose": "transpose", "Reshape": "reshape",
-                "Concat": "concat", "MatMul": "matmul", "Result": "result", "Convert": "identity"}
+                "Concat": "concat", "MatMul": "matmul", "Result": "result", "Convert": "identity",
+                "Unsqueeze": "squeeze", "Squeeze": "squeeze", "StridedSlice": "strided_slice"}
 
     def __init__(self, model: ov.Model):
         self.torch = require_torch()
@@ -200,6 +208,17 @@ class _Translator:
         shape = [int(v) for v in _const(self.src(op, 1))]
         self.add(op, "reshape", [self.ref(op, 0)], shape=shape, out=[int(d) for d in op.get_output_shape(0)])
 
+    def squeeze(self, op):
+        """(Un)squeeze of constant axes: a reshape to the output shape, the batch kept free."""
+        out = [int(d) for d in op.get_output_shape(0)]
+        self.add(op, "reshape", [self.ref(op, 0)], shape=out, out=out)
+
+    def strided_slice(self, op):
+        """Only a slice that keeps everything (the gaze network's output): the identity."""
+        if list(op.get_input_shape(0)) != list(op.get_output_shape(0)):
+            raise EdgegazeError(f"{op.get_friendly_name()}: only StridedSlice that keeps every element is supported")
+        self.add(op, "identity", [self.ref(op, 0)])
+
     def concat(self, op):
         self.add(op, "concat", [self.ref(op, i) for i in range(op.get_input_size())], axis=op.get_attributes()["axis"])
 
@@ -232,6 +251,8 @@ def _forward_ops(torch) -> dict:
 
     def reshape(m, n, x):
         shape = list(n.attrs["shape"])
+        if 0 in shape:  # OpenVINO's special zero: that dimension of the input (the gaze network's batch)
+            shape = [x[0].shape[i] if v == 0 else v for i, v in enumerate(shape)]
         if not m.static_shapes and shape and shape[0] == 1:
             shape = [x[0].shape[0], *[-1 if s == 0 else s for s in shape[1:]]]
             if len(shape) == 2:
@@ -301,23 +322,26 @@ def OVGraphModule(nodes, convs, params):  # noqa: N802 - the nn.Module class is 
     return _CLASS(nodes, convs, params)
 
 
-def to_ov(module, spec: zoo.ModelSpec) -> ov.Model:
+def to_ov(module, spec: zoo.ModelSpec, preprocessing: bool = True, fold: bool = True) -> ov.Model:
     """The module as an ov.Model with the same interface as the converted FP32 IR: u8 NHWC BGR
-    input at the spec's batch, the source's input and output names."""
+    input at the spec's batch, the source's input and output names (preprocessing=False: the
+    source's float input, as a zoo source file is before conversion embeds the preprocessing).
+    fold=False keeps constant subgraphs: a QAT model's weight FakeQuantize, which folding would
+    turn into float weights that the CPU plugin then runs in float."""
     torch = require_torch()
     module = module.eval()
-    example = torch.from_numpy(np.zeros(module.input_shapes[0], np.float32))
     module.static_shapes = True
     try:
         with torch.no_grad():
-            model = ov.convert_model(module, example_input=(example,))
+            model = ov.convert_model(module, example_input=example_inputs(module))
     finally:
         module.static_shapes = False
     for port, name in zip(model.inputs, module.input_names):
         port.get_tensor().set_names({name})
     for port, names in zip(model.outputs, module.output_names):
         port.get_tensor().set_names(set(names))
-    convert.fold_weights(model)
-    # the traced graph has dynamic dims; pin the source shape at the spec's batch as convert() does
-    model.reshape({model.inputs[0]: [spec.batch, *module.input_shapes[0][1:]]})
-    return convert.embed_preprocessing(model, spec.input)
+    if fold:
+        convert.fold_weights(model)
+    # the traced graph has dynamic dims; pin the source shapes at the spec's batch as convert() does
+    model.reshape({port: [spec.batch, *shape[1:]] for port, shape in zip(model.inputs, module.input_shapes)})
+    return convert.embed_preprocessing(model, spec.input) if preprocessing else model

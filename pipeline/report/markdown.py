@@ -137,8 +137,13 @@ def _definitions(d: dict) -> list[str]:
             + [f"- **Profile**: {d['profile']}", ""])
 
 
+def notes(report: dict) -> list[str]:
+    """The report's notes, what was skipped and why, and how each estimated energy figure was made."""
+    found = list(report["notes"]) + [f"{s['model_id']} {s['precision']}: skipped, {s['reason']}" for s in report["skipped"]]
+    return found + [f"{r['model_id']} {r['precision']} {e['method']}: {e['note']}" for r in report["models"]
+                    for e in r["energy"] if e["note"] and e["method"] != energy.RAPL]
+
+
 def _notes(report: dict) -> list[str]:
-    notes = list(report["notes"]) + [f"{s['model_id']} {s['precision']}: skipped, {s['reason']}" for s in report["skipped"]]
-    notes += [f"{r['model_id']} {r['precision']} {e['method']}: {e['note']}" for r in report["models"] for e in r["energy"]
-              if e["note"] and e["method"] != energy.RAPL]
-    return ["## Notes", ""] + [f"- {n}" for n in notes] + [""] if notes else []
+    found = notes(report)
+    return ["## Notes", ""] + [f"- {n}" for n in found] + [""] if found else []

@@ -97,7 +97,8 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
             notes.append(f"{stage}: computed by '{impl}', no model to measure")
         for model_id in models:
             spec = zoo.get(model_id)
-            for precision in precisions:
+            for run_precision in precisions:  # a model the set runs at its own precision is measured at it
+                precision = stages.run_precisions(models_set, impl, run_precision).get(model_id, run_precision)
                 if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
                     # raises with the fetch/convert command
                     items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))
@@ -127,19 +128,20 @@ def machine() -> dict:
 # ---- measurement ----------------------------------------------------------------------------
 
 def measure(stage: str, model_id: str, precision: str, ir: Path, frames: list, iterations: int,
-            cpu_tdp_w: float | None, rapl_root: str | Path, idle_w: float) -> dict:
-    """Every model-level figure of one model (its IR `ir`) at one precision."""
+            cpu_tdp_w: float | None, rapl_root: str | Path, idle_w: float, inference_precision: str = "f32") -> dict:
+    """Every model-level figure of one model (its IR `ir`) at one precision, computed in
+    `inference_precision` as the pipeline computes it (runtime.load: the zoo's, a bundle's plan's)."""
     counts = flops.count_ir(ir)
-    compiled = runtime.compile_model(ir, hint="LATENCY")
+    compiled = runtime.compile_model(ir, hint="LATENCY", inference_precision=inference_precision)
     inputs = [latency.frame_inputs(compiled, f) for f in frames]
     meter = energy.Rapl(rapl_root)
     lat = latency.sync_latency(compiled, inputs, iterations, meter=meter)
-    tput_compiled = runtime.compile_model(ir, hint="THROUGHPUT")
+    tput_compiled = runtime.compile_model(ir, hint="THROUGHPUT", inference_precision=inference_precision)
     tput = latency.throughput(tput_compiled, inputs, iterations=max(iterations, 4 * 4))
-    prof = layers.profile(runtime.compile_model(ir, hint="LATENCY", profile=True), inputs,
-                           iterations=min(iterations, 10))
+    prof = layers.profile(runtime.compile_model(ir, hint="LATENCY", profile=True, inference_precision=inference_precision),
+                          inputs, iterations=min(iterations, 10))
     try:
-        inference_precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        inference_precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # f32, bf16
     except RuntimeError:
         inference_precision = "unknown"
     return {
@@ -193,17 +195,26 @@ def _checked_plan(models_set: str, precisions: list[str], profile: Profile | Non
     return items, skipped, notes, precisions
 
 
+def inference_precisions(items, profile: dict | None) -> dict[str, str]:
+    """Model id -> what the CPU computes it in where a pipeline runs it: a bundle's plan's, else the zoo's."""
+    if profile is not None and "plans" in profile:
+        return {p.id: p.inference_precision for plan in profile["plans"].values() for p in (plan, *plan.parts.values())}
+    return {model_id: zoo.get(model_id).inference_precision for _, model_id, _, _ in items}
+
+
 def _measure_all(items, images, iterations: int, energy_kw: dict, models_set: str, pipelines: list[str],
                  notes: list[str], progress: bool, **pipeline_kw) -> tuple[list[dict], dict | None, bool]:
     """Every model row, then the in-pipeline runs: (rows, pipeline section, interrupted). The first
     Ctrl-C stops after the model in hand and keeps what was measured, a second one at once."""
     rows, pipeline_section = [], None
+    computed_in = inference_precisions(items, pipeline_kw.get("profile"))
     bar = tqdm(items, desc="report", unit="model", disable=not progress)
     with stop_on_ctrl_c() as stop:
         try:
             for stage, model_id, precision, ir in bar:
                 bar.set_postfix_str(f"{model_id} {precision}")
-                rows.append(measure(stage, model_id, precision, ir, images, iterations, **energy_kw))
+                rows.append(measure(stage, model_id, precision, ir, images, iterations, **energy_kw,
+                                    inference_precision=computed_in.get(model_id, "f32")))
                 if stop.is_set():
                     break
             else:
@@ -282,12 +293,25 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.
 
 # ---- output ---------------------------------------------------------------------------------
 
-def write_report(report: dict, out: Path) -> list[Path]:
-    from pipeline.report import markdown, plots
+def write_report(report: dict, out: Path, index: str | Path | None = "") -> list[Path]:
+    """report.json, the plots (PNG), report.md and report.html in `out`; the page is listed in
+    `index`/index.html ("": in `out`'s)."""
+    from pipeline.report import html, markdown, plots
 
     out = Path(out)
     written = [out / "report.json", out / "report.md"]
     paths.atomic_write(written[0], json.dumps(report, indent=2))
-    pngs = plots.write_plots(report, out)
+    pngs, svgs = plots.write_plots(report, out)
     paths.atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
-    return written + pngs
+    page = html.write_page(out / "report.html", "report.html.j2", report, title=f"edgegaze report: {report['models_set']} set",
+                           what="edgegaze report", summary=_summary(report), figures=svgs, files=written,
+                           index=index, notes=markdown.notes(report))
+    return written + pngs + [page]
+
+
+def _summary(report: dict) -> str:
+    """One line for the index: what was measured on what."""
+    models = len({r["model_id"] for r in report["models"]})
+    return (f"{models} model(s) of the {report['models_set']} set at {', '.join(report['precisions'])} on "
+            f"{Path(report['input']['path']).name} ({report['input']['frames']} frames)"
+            + (", interrupted" if report.get("interrupted") else ""))

@@ -70,6 +70,15 @@ def models_of(impl: str) -> list[str]:
     return [own] if own else list(stage_class(impl).parts.values())
 
 
+def run_precisions(set_name: str, choice: str, precision: str) -> dict[str, str]:
+    """The models of stage `choice` ("ID" or "ID@TAG") that run at the set's own precision, not at the
+    run's `precision`: the set's (zoo.set_precisions) at the FP32 base, where the stage is not named with a tag."""
+    if precision != "FP32" or "@" in choice:
+        return {}
+    mine = zoo.set_precisions(set_name)
+    return {m: mine[m] for m in models_of(choice) if m in mine}
+
+
 def zoo_models(set_name: str | None = None, model_id: str | None = None) -> list[zoo.ModelSpec]:
     """zoo.select (--model, --set), where a set also brings every zoo model its stages run: the
     default set names the models of the mediapipe set and dual-gaze, whose parts are omz models."""

@@ -29,8 +29,8 @@ import openvino as ov
 
 from pipeline import runtime
 from pipeline.bounds import Bounds
-from pipeline.errors import EdgegazeError, ModelError
-from pipeline.results import Face, FaceResult
+from pipeline.errors import EdgegazeError, FaceUnreadable, ModelError
+from pipeline.results import Face, FaceResult, unreadable
 
 # Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
 # centres without eye corners (e.g. after the OMZ 5-point landmarks).
@@ -103,6 +103,8 @@ class Stage(ABC):
     distill_focus: ClassVar[tuple[tuple[int, tuple[int, ...]], ...]] = ()
     # a gaze stage: whether its results carry the eyelids (Gaze.eye_contours) that tell closed eyes
     sees_lids: bool = False
+    # optimizer hook (INT8): regexes of layers NNCF always leaves in float for this model, post-training and QAT
+    int8_float_layers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, compiled: ov.CompiledModel | None, **params):
         self.compiled = compiled
@@ -221,7 +223,11 @@ class FaceStage(Stage):
 
     def __call__(self, frame: np.ndarray, result: FaceResult) -> Any:
         inputs, context = self.preprocess(frame, result)
-        return self.postprocess(self.infer(inputs), context)
+        out = self.postprocess(self.infer(inputs), context)
+        problem = unreadable(out)  # a damaged model's NaN would crash the next stage, or reach the JSON
+        if problem:  # the runner drops this face from this frame
+            raise FaceUnreadable(f"the {self.kind.replace('_', ' ')} stage ({type(self).__name__}) {problem}")
+        return out
 
     def next_face(self, landmarks: Any, frame_shape: tuple[int, ...]) -> Face | None:
         """Tracking: the face region for the next frame derived from these landmarks, or None

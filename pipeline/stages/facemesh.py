@@ -11,11 +11,23 @@ The crop is one cv2.warpAffine to 192x192; the inverse affine maps points back t
 A tracked Face carries its ROI in `keypoints`, shape (2, 2) in frame pixels:
 keypoints[0] is the ROI centre and keypoints[1] is the midpoint of the ROI's right edge (the
 crop's +x direction), so the vector between them gives both the rotation and half the side.
+
+A still face need not be read again (`still_motion`, off by default: it cost the held-out gaze
+session 1 deg, docs/performance.md): at a webcam the face barely moves most of the
+time, yet FaceMesh would re-read it from scratch every frame. After each run the stage keeps, in
+the face's `Face.track`, the landmarks and a small grey thumbnail of the band around both eyes
+(what moves when the head or the eyes move); on the next frames of that tracked face it samples
+the same band again (0.03 ms: a bilinear resize) and keeps the landmarks while the thumbnail's
+change, as a displacement (`motion`), stays under the threshold, for at most `max_reuse` frames
+in a row. A move beyond it re-runs FaceMesh on that
+same frame; the comparison is always with the frame the landmarks came from, so slow drift adds
+up and re-runs too. The gaze network still runs on every frame's own eye patches.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -30,6 +42,10 @@ LEFT_EYE_CORNERS = (263, 362)  # outer, inner
 RIGHT_EYE_CONTOUR = (33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173)
 LEFT_EYE_CONTOUR = (263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398)
 POINTS = 468
+_RIGHT_CONTOUR, _LEFT_CONTOUR = np.array(RIGHT_EYE_CONTOUR), np.array(LEFT_EYE_CONTOUR)
+_CORNERS = np.array([RIGHT_EYE_CORNERS, LEFT_EYE_CORNERS])  # (2, 2) indices: [right, left] x [outer, inner]
+TRACK_KEY = "facemesh"  # what the stage keeps in Face.track: the last run's landmarks and thumbnail
+THUMB = (48, 24)  # thumbnail of the eye band, pixels (width, height)
 
 
 def roi_affine(centre: np.ndarray, side: float, angle: float, size: int) -> np.ndarray:
@@ -86,6 +102,50 @@ def _angle(p0: np.ndarray, p1: np.ndarray) -> float:
     return float(np.arctan2(d[1], d[0]))
 
 
+def thumbnail(frame: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    """A THUMB grey float image of the frame's box (bilinear: it reads only the pixels it samples,
+    where an area average read the whole box: 0.03 against 0.2-0.5 ms for a face of a 1080p frame)."""
+    x0, y0, x1, y1 = box
+    small = cv2.resize(frame[y0:y1, x0:x1], THUMB, interpolation=cv2.INTER_LINEAR)
+    return cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32)
+
+
+def texture(thumb: np.ndarray) -> float:
+    """Mean absolute gradient of a thumbnail (per pixel, along x plus along y)."""
+    return float(np.abs(np.diff(thumb, axis=0)).mean() + np.abs(np.diff(thumb, axis=1)).mean())
+
+
+def motion(before: np.ndarray, now: np.ndarray, grad: float) -> float:
+    """How far the picture moved between two thumbnails of one box, as a share of the box width:
+    the mean absolute change over the mean absolute gradient (`texture(before)`) is, to first order,
+    the displacement in thumbnail pixels (I(x + d) - I(x) ~ grad I . d), whatever the face's contrast or light."""
+    return float(np.abs(now - before).mean()) / max(grad, 1e-6) / before.shape[1]
+
+
+def eye_band(landmarks: Landmarks, shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
+    """The frame box around both eyes (their corners, widened by a quarter of the outer-corner
+    distance, and as far up and down): what moves when the head or the eyes move, and not the mouth.
+    None where it is under 8 px or leaves the frame."""
+    corners = landmarks.eye_corners.reshape(-1, 2)
+    span = float(np.linalg.norm(corners[0] - corners[2]))  # outer corner to outer corner
+    lo, hi = corners.min(0) - 0.25 * span, corners.max(0) + 0.25 * span
+    h, w = shape[:2]
+    if span < 8 or lo[0] < 0 or lo[1] < 0 or hi[0] > w or hi[1] > h:
+        return None
+    return int(lo[0]), int(lo[1]), int(math.ceil(hi[0])), int(math.ceil(hi[1]))
+
+
+@dataclass
+class Kept:
+    """The last FaceMesh run of a tracked face (in its Face.track): what a still frame reuses."""
+
+    landmarks: Landmarks
+    box: tuple[int, int, int, int]  # the eye band, frame pixels, where the thumbnail is taken
+    thumb: np.ndarray
+    grad: float  # texture(thumb), computed once
+    reused: int = 0  # frames in a row the landmarks were kept
+
+
 class FaceMesh(FaceStage):
     """FaceMesh 468-point landmarks; tracks the face from frame to frame through `next_face`."""
 
@@ -98,6 +158,12 @@ class FaceMesh(FaceStage):
         # 1.7 / 1.9 / 1.0 deg of head yaw / pitch / roll; two passes on its own region, 0.8 / 0.8 / 0.4
         "still_passes": Param(int, 2, "a photo: FaceMesh again on its own mesh's region this many times "
                                       "(the region tracking gives it on video)", low=0, high=5),
+        # off by default: at 0.001 / 2 (39 % of FaceMesh skipped on the webcam recording) the held-out gaze
+        # session read 5.08 instead of 4.09 deg (docs/performance.md, scripts/facemesh_skip_study.py)
+        "still_motion": Param(float, 0.0, "keep a tracked face's landmarks while the band around its eyes moved less "
+                                            "than this share of its width since they were read (0: FaceMesh on every frame)",
+                              low=0, below=1),
+        "max_reuse": Param(int, 2, "frames in a row a still face's landmarks may be kept", low=1),
     }
     crop = "face"
     tracks_alone = True  # the presence output tells a lost face; mesh regions held on 5 videos without the detector
@@ -105,6 +171,24 @@ class FaceMesh(FaceStage):
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
         self.size = int(compiled.inputs[0].get_shape()[1])
+
+    def __call__(self, frame: np.ndarray, result: FaceResult) -> Landmarks:
+        """The landmarks of a tracked face that has not moved since its last run (`still_motion`), or a
+        fresh run, whose landmarks and thumbnail the face's track keeps for the next frames."""
+        face = result.face
+        kept = face.track.get(TRACK_KEY) if self.still_motion > 0 and face.tracked else None
+        if kept is not None and kept.reused < self.max_reuse:
+            if motion(kept.thumb, thumbnail(frame, kept.box), kept.grad) < self.still_motion:
+                kept.reused += 1
+                return kept.landmarks
+        landmarks = super().__call__(frame, result)
+        box = eye_band(landmarks, frame.shape) if self.still_motion > 0 else None
+        if box is not None:
+            thumb = thumbnail(frame, box)
+            face.track[TRACK_KEY] = Kept(landmarks, box, thumb, texture(thumb))
+        else:
+            face.track.pop(TRACK_KEY, None)
+        return landmarks
 
     def roi(self, face: Face) -> tuple[np.ndarray, float, float]:
         """(centre, side, angle) of the rotated square ROI for a detector or tracked face."""
@@ -126,18 +210,14 @@ class FaceMesh(FaceStage):
     def postprocess(self, outputs: list[np.ndarray], context: np.ndarray) -> Landmarks:
         mesh, presence = outputs[self.out["mesh"]], outputs[self.out["presence"]]
         pts = mesh.reshape(-1, 3).astype(np.float64)
-        xy = apply(context, pts)
-        z = pts[:, 2:] * np.sqrt(abs(np.linalg.det(context[:, :2])))  # same pixel scale as x and y
-        points = np.hstack([xy, z])
-        score = float(1.0 / (1.0 + np.exp(-float(presence.ravel()[0]))))
-        corners = np.stack([xy[list(RIGHT_EYE_CORNERS)], xy[list(LEFT_EYE_CORNERS)]])
-        return Landmarks(
-            points=points,
-            score=score,
-            right_eye=xy[list(RIGHT_EYE_CONTOUR)].mean(0),
-            left_eye=xy[list(LEFT_EYE_CONTOUR)].mean(0),
-            eye_corners=corners,
-        )
+        (a, b, _), (c, d, _) = context.tolist()  # plain floats: NumPy's det of a 2 x 2 cost more than the rest
+        points = np.empty_like(pts)
+        points[:, :2] = apply(context, pts)
+        points[:, 2] = pts[:, 2] * math.sqrt(abs(a * d - b * c))  # same pixel scale as x and y
+        xy = points[:, :2]
+        score = 1.0 / (1.0 + math.exp(-float(presence.flat[0])))
+        return Landmarks(points=points, score=score, right_eye=xy[_RIGHT_CONTOUR].mean(0),
+                         left_eye=xy[_LEFT_CONTOUR].mean(0), eye_corners=xy[_CORNERS])
 
     def present(self, landmarks: Landmarks) -> bool:
         return landmarks.score >= self.presence_threshold

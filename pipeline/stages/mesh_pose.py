@@ -45,12 +45,13 @@ from typing import Any
 import cv2
 import numpy as np
 
-from pipeline.errors import EdgegazeError
+from pipeline.errors import FaceUnreadable
 from pipeline.results import FaceResult, HeadPose
 from pipeline.stages.base import FaceStage, Param
 
 CANONICAL_FILE = Path(__file__).with_name("mesh_canonical.json")
 HFOV_DEG = 60.0  # assumed horizontal field of view of the camera (typical webcams: 55-78 deg)
+TRACK_KEY = "mesh"  # in Face.track: (landmarks, frame size, the pose fitted to them)
 
 
 @functools.cache
@@ -68,13 +69,25 @@ def camera_matrix(shape: tuple[int, ...], hfov_deg: float = HFOV_DEG) -> np.ndar
 
 
 def pnp_pose(model: np.ndarray, image_pts: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rotation R and translation t (model -> camera) of the perspective fit of 3-D `model` to its image."""
+    """Rotation R and translation t (model -> camera) of the perspective fit of 3-D `model` to its
+    image; FaceUnreadable where there is none (points that are not finite, or fit no rigid face):
+    the runner drops that face from the frame."""
     model, image_pts = np.ascontiguousarray(model, np.float64), np.ascontiguousarray(image_pts, np.float64)
-    ok, rvec, tvec = cv2.solvePnP(model, image_pts, k, None, flags=cv2.SOLVEPNP_SQPNP)
-    if not ok:
-        raise EdgegazeError("head pose 'mesh': no perspective fit for this mesh")
-    rvec, tvec = cv2.solvePnPRefineLM(model, image_pts, k, None, rvec, tvec)
+    try:
+        ok, rvec, tvec = cv2.solvePnP(model, image_pts, k, None, flags=cv2.SOLVEPNP_SQPNP)
+        if ok:
+            rvec, tvec = cv2.solvePnPRefineLM(model, image_pts, k, None, rvec, tvec)
+    except cv2.error as e:  # e.g. NaN points: OpenCV's assertion, as a traceback that ended the run
+        raise FaceUnreadable(f"the head pose fit (solvePnP) failed on these landmarks ({_first_line(e)})") from None
+    if not ok or not (np.isfinite(rvec).all() and np.isfinite(tvec).all()):
+        raise FaceUnreadable("the head pose fit (solvePnP) found no pose for these landmarks")
     return cv2.Rodrigues(rvec)[0], tvec.ravel()
+
+
+def _first_line(e: Exception) -> str:
+    """OpenCV's message without its source location: `... error: (-215:Assertion failed) ...`."""
+    text = " ".join(str(e).split())
+    return text.split(" error: ", 1)[-1]
 
 
 def line_of_sight(point: np.ndarray) -> np.ndarray:
@@ -132,6 +145,16 @@ class MeshHeadPose(FaceStage):
 
     def __init__(self, compiled: Any = None, **params):
         super().__init__(None, **params)
+
+    def __call__(self, frame: np.ndarray, result: FaceResult) -> HeadPose:
+        """The fit, or the last one where the landmarks are the same (a still face whose FaceMesh
+        landmarks were kept: stages/facemesh.py), kept in the face's track."""
+        kept = result.face.track.get(TRACK_KEY)
+        if kept is not None and kept[0] is result.landmarks and kept[1] == frame.shape[:2]:
+            return kept[2]
+        pose = super().__call__(frame, result)
+        result.face.track[TRACK_KEY] = (result.landmarks, frame.shape[:2], pose)
+        return pose
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """The rigid subset's 2-D points, and the camera matrix of this frame."""

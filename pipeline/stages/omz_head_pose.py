@@ -11,7 +11,8 @@ ordinary (non-mirrored) camera image:
   i.e. the head leans toward the subject's left shoulder.
 
 Mirroring the image flips yaw and roll and keeps pitch. Every other head-pose stage maps to these
-signs (results.HeadPose).
+signs (results.HeadPose); their zero is another (the 3DMM face frame), so this stage's results say
+they are Intel's (HeadPose.convention): the gaze network takes them as they are (stages.omz_gaze).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import openvino as ov
 
-from pipeline.results import FaceResult, HeadPose
+from pipeline.results import INTEL, FaceResult, HeadPose
 from pipeline.stages.base import FaceStage, Param
 from pipeline.stages.omz_landmarks import face_crop
 
@@ -47,7 +48,7 @@ class OMZHeadPose(FaceStage):
 
     def postprocess(self, outputs, context) -> HeadPose:
         yaw, pitch, roll = (float(outputs[self.out[k]].ravel()[0]) for k in ("yaw", "pitch", "roll"))
-        return HeadPose(yaw=yaw, pitch=pitch, roll=roll)
+        return HeadPose(yaw=yaw, pitch=pitch, roll=roll, convention=INTEL)
 
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:

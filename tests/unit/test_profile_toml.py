@@ -28,9 +28,9 @@ def test_every_set_round_trips_through_toml(name):
 
 def test_params_and_choices_of_their_own_round_trip():
     spec = PipelineSpec.from_set().with_stage("face", "face-detection-full-range@INT8").with_params(
-        ["face-detection-full-range.score_threshold=0.6", "iris-landmark.eye_scale=2.5", "mesh.hfov_deg=55"])
+        ["face-detection-full-range.score_threshold=0.6", "iris-landmark.eye_scale=2.5", "mesh+3ddfa.hfov_deg=55"])
     text = spec.to_toml()
-    assert 'face = "face-detection-full-range@INT8"' in text and 'head_pose = "mesh@FP32"' in text
+    assert 'face = "face-detection-full-range@INT8"' in text and 'head_pose = "mesh+3ddfa@FP32"' in text
     assert "face.score_threshold = 0.6" in text and "gaze-iris.eye_scale = 2.5" in text
     assert PipelineSpec.from_toml(text) == spec
 

@@ -1,0 +1,73 @@
+"""The page writer itself (pipeline/report/html.py): the index a folder keeps of its pages (a rerun
+replaces its entry, processes writing at once lose none), plots inline with ids of their own, text
+always escaped. The pages of each command are checked in a real browser beside the command's
+tests (test_report, test_quantize, test_prune, test_search_batch, test_eval, test_benchmarks_run)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from pipeline.report import html
+
+# a process that writes `n` pages into one folder, each listed in the folder's index
+WRITER = """
+import sys
+from pathlib import Path
+from pipeline.report import html
+folder, name, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    page = folder / f"{name}{i}.html"
+    page.write_text("<!doctype html><title>x</title>")
+    html.add_to_index(folder, page, {"title": f"{name} {i}", "what": "a test", "created": html.now()})
+"""
+
+
+def _entries(folder) -> list[dict]:
+    return json.loads((folder / "index.json").read_text())["entries"]
+
+
+def test_two_processes_writing_one_index_lose_no_entry(tmp_path):
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), name, "12"], cwd=ROOT)
+               for name in ("a", "b")]
+    assert all(w.wait(timeout=120) == 0 for w in writers)
+    assert sorted(e["page"] for e in _entries(tmp_path)) == sorted(f"{n}{i}.html" for n in "ab" for i in range(12))
+    assert (tmp_path / "index.html").read_text().count('<a href="a') == 12
+
+
+def test_a_rerun_replaces_its_entry_and_a_page_gone_leaves_the_index(tmp_path):
+    pages = [tmp_path / "report.html", tmp_path / "eval" / "faces.html"]
+    for page in pages:
+        page.parent.mkdir(exist_ok=True)
+        page.write_text("<!doctype html>")
+        html.add_to_index(tmp_path, page, {"title": page.stem, "created": "2026-01-01T00:00:00+00:00"})
+    html.add_to_index(tmp_path, pages[0], {"title": "again", "created": "2026-01-02T00:00:00+00:00"})
+    assert [(e["page"], e["title"]) for e in _entries(tmp_path)] == [("report.html", "again"), ("eval/faces.html", "faces")]
+    pages[1].unlink()
+    html.add_to_index(tmp_path, pages[0], {"title": "third", "created": "2026-01-03T00:00:00+00:00"})
+    assert [e["page"] for e in _entries(tmp_path)] == ["report.html"]
+    (tmp_path / "index.json").write_text("{not json")  # cut short or edited by hand: started again
+    html.add_to_index(tmp_path, pages[0], {"title": "fourth", "created": "2026-01-04T00:00:00+00:00"})
+    assert [e["title"] for e in _entries(tmp_path)] == ["fourth"]
+
+
+def test_plots_inline_with_ids_of_their_own_and_names_escaped():
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    for name in ("a", "b"):
+        fig, ax = plt.subplots()
+        ax.bar([0, 1], [1, 2], label="<script>alert(1)</script>")
+        ax.legend()
+        figures[name] = fig
+    _, svgs = html.save_figures(figures)
+    ids = [set(re.findall(r'\bid="([^"]+)"', svg)) for svg in svgs.values()]
+    assert ids[0] and ids[1] and not ids[0] & ids[1]  # two plots on one page share no id
+    assert all(svg.startswith("<svg") and "&lt;script&gt;" in svg and "<script" not in svg for svg in svgs.values())
+    assert str(html.code_spans("`<b>` & <i>")) == "<code>&lt;b&gt;</code> &amp; &lt;i&gt;"
+    assert [html.show(v) for v in (None, float("nan"), float("inf"), 1.234, True, "x")] == ["n/a", "n/a", "n/a", "1.23",
+                                                                                          "yes", "x"]
