@@ -54,10 +54,10 @@ class Bundle:
         return self.root / name if name else None
 
 
-
 class BundlePath(str):
     """A path given with --bundle: where --profile would take a plain profile too, it must name a
     bundle (pipeline.bundle refuses anything else at once, in one line)."""
+
 
 def is_archive(path: Path) -> bool:
     return path.name.lower().endswith(ARCHIVE_SUFFIXES)
