@@ -256,7 +256,7 @@ def test_degenerate_landmarks_drop_the_face_and_the_run_goes_on(value, why, zoo_
     from pipeline import profile as profiles
     from pipeline.sources import open_source
 
-    pipe = profiles.build_pipeline(profiles.load(tmp_path / "b"), async_mode=True)
+    pipe = profiles.load(tmp_path / "b").build(async_mode=True)
     results = list(pipe.run(open_source(str(shared_path(VIDEO)), max_frames=10)))
     assert pipe.async_mode and [(len(r.faces), len(r.dropped)) for r in results] == [(0, 1)] * 10
 
@@ -373,7 +373,7 @@ def test_deploy_refuses_a_calibration_its_pipeline_would_refuse(made, tmp_path, 
     capsys.readouterr()
     assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b"), "--calibration", str(calibration)]) == 2
     one_error(capsys, f"--calibration {calibration} reads the iris stage's angles, which this pipeline's gaze stage "
-                      f"(gaze-estimation-adas-0002@FP16) does not compute: calibrate with this profile's pipeline "
+                      f"(gaze-estimation-adas-0002) does not compute: calibrate with this profile's pipeline "
                       f"(edgegaze mouse --profile {profile} --recalibrate --calibration NEW.json)")
     assert not (tmp_path / "b").exists() and hidden(tmp_path) == []
     monkeypatch.delenv("DISPLAY", raising=False)  # a bundle and a calibration of another gaze stage, on the box

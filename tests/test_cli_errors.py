@@ -207,7 +207,7 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
         "param unknown key": ([*run, "--param", "face-detection-short-range.k=1"], "valid: score_threshold"),
         "param bad type": ([*run, "--param", "face-detection-short-range.max_faces=2.5"], "must be a whole number"),
         # out of range: hfov 0 and roi_scale 0 were OpenCV tracebacks mid-run, the others ran (no faces, or nan)
-        "param hfov 0": ([*run, "--param", "mesh.hfov_deg=0"], "above 0 and below 180"),
+        "param hfov 0": ([*run, "--param", "mesh+3ddfa.hfov_deg=0"], "above 0 and below 180"),
         "param roi_scale 0": ([*run, "--param", "face-landmark.roi_scale=0"], "must be a finite number above 0"),
         "param threshold nan": ([*run, "--param", "face-detection-short-range.score_threshold=nan"], "between 0 and 1"),
         "param max_faces 0": ([*run, "--param", "face-detection-short-range.max_faces=0"], "whole number at least 1"),
@@ -217,7 +217,7 @@ def bad_cases(video: Path, inputs: Path) -> dict[str, tuple[list, str]]:
                              "must be a number"),
         "eval bad param": (["eval", "headpose", shared_path("labeled/aflw2000_dev"), "--out", "ev", "--param", "nope.k=1"],
                            "unknown stage 'nope'"),
-        "mouse bad param": (["mouse", "--dry-run", "--input", video, "--param", "mesh.hfov_deg=wide"], "must be a number"),
+        "mouse bad param": (["mouse", "--dry-run", "--input", video, "--param", "mesh+3ddfa.hfov_deg=wide"], "must be a number"),
     }
 
 

@@ -65,6 +65,7 @@ def test_search_page_in_a_browser(searched, browser):
     text = check_page(browser, searched / "pareto.html", figures=1)
     assert f"{report['chosen']}: " in text and "The chosen profile and why" in text
     assert all(r["candidate"]["name"] in text for r in report["rows"])
+    assert "redetect every" in text and "async mode" in text  # the chosen profile's runtime options, by name
     assert check_index(browser, searched) == [(searched / "pareto.html").resolve()]
     assert (searched / "profile.toml").resolve() in linked_files(browser, searched / "index.html")
 

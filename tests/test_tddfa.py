@@ -76,7 +76,7 @@ def test_the_torch_form_agrees_with_the_ir_on_real_face_crops(zoo_ready):
     crops = _face_crops()
     assert len(crops) >= 12
     module = tddfa_torch.build()
-    ir = runtime.load(MODEL, "FP32")
+    ir = runtime.load(MODEL, "FP32", inference_precision="f32")  # the zoo computes it in bf16
     std = module.param_std.numpy()
     x = torch.from_numpy((crops.transpose(0, 3, 1, 2).astype(np.float32) - 127.5) / 128)  # BGR, as upstream
     with torch.no_grad():
@@ -99,7 +99,7 @@ def test_convert_works_without_torch(zoo_ready, tmp_path):
     converted = tmp_path / "ir" / MODEL / "FP32" / f"{MODEL}.xml"
     crops = _face_crops(n_video=2)
     mine = runtime.compile_model(converted)
-    ref = runtime.load(MODEL, "FP32")
+    ref = runtime.load(MODEL, "FP32", inference_precision="f32")  # as compile_model computes it
     for crop in crops:
         assert np.array_equal(mine(crop[None])[0], ref(crop[None])[0])
     assert json.loads((converted.parent / "provenance.json").read_text())["source_format"] == "pytorch"

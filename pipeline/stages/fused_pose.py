@@ -29,11 +29,12 @@ import openvino as ov
 
 from pipeline.results import FaceResult, HeadPose
 from pipeline.stages.base import Param
-from pipeline.stages.mesh_pose import MeshHeadPose
+from pipeline.stages.mesh_pose import MeshHeadPose, PoseOfKeptLandmarks
 from pipeline.stages.tddfa_pose import TDDFAHeadPose
 
 AXES = ("yaw", "pitch", "roll")
 TRACK_KEY = "mesh+3ddfa"  # Face.track: {"offset": network - mesh per axis, "mesh": the fit then, "age": frames since}
+KEPT_KEY = "mesh+3ddfa kept"  # Face.track: (the stage, landmarks, frame size, the pose given for them)
 
 
 def turn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -69,7 +70,8 @@ def angles(pose: HeadPose) -> np.ndarray:
     return np.array([pose.yaw, pose.pitch, pose.roll])
 
 
-class FusedHeadPose(TDDFAHeadPose):
+class FusedHeadPose(PoseOfKeptLandmarks, TDDFAHeadPose):
+    kept_key = KEPT_KEY
     requires = {"landmarks": "face-landmark"}  # the mesh fit needs the 468-point mesh
     parameters = {
         **TDDFAHeadPose.parameters, **MeshHeadPose.parameters,

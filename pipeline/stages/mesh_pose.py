@@ -51,7 +51,7 @@ from pipeline.stages.base import FaceStage, Param
 
 CANONICAL_FILE = Path(__file__).with_name("mesh_canonical.json")
 HFOV_DEG = 60.0  # assumed horizontal field of view of the camera (typical webcams: 55-78 deg)
-TRACK_KEY = "mesh"  # in Face.track: (landmarks, frame size, the pose fitted to them)
+TRACK_KEY = "mesh"  # in Face.track: (the stage, landmarks, frame size, the pose fitted to them)
 
 
 @functools.cache
@@ -135,7 +135,24 @@ def matrix_from_euler(yaw: float, pitch: float, roll: float) -> np.ndarray:
     return rz @ ry @ rx
 
 
-class MeshHeadPose(FaceStage):
+class PoseOfKeptLandmarks:
+    """A head-pose stage whose pose follows from the landmarks: where they are the very ones of the
+    frame before (a still face whose FaceMesh landmarks were kept: stages/facemesh.py), that frame's
+    pose again, kept in the face's track under `kept_key` (with the stage that gave it: another
+    stage, or the same class with other parameters, fits its own)."""
+
+    kept_key = TRACK_KEY
+
+    def __call__(self, frame: np.ndarray, result: FaceResult) -> HeadPose:
+        kept = result.face.track.get(self.kept_key)
+        if kept is not None and kept[0] is self and kept[1] is result.landmarks and kept[2] == frame.shape[:2]:
+            return kept[3]
+        pose = super().__call__(frame, result)
+        result.face.track[self.kept_key] = (self, result.landmarks, frame.shape[:2], pose)
+        return pose
+
+
+class MeshHeadPose(PoseOfKeptLandmarks, FaceStage):
     """Head pose from FaceMesh landmarks (no model: `compiled` is None and infer is a no-op)."""
 
     kind = "head_pose"
@@ -145,16 +162,6 @@ class MeshHeadPose(FaceStage):
 
     def __init__(self, compiled: Any = None, **params):
         super().__init__(None, **params)
-
-    def __call__(self, frame: np.ndarray, result: FaceResult) -> HeadPose:
-        """The fit, or the last one where the landmarks are the same (a still face whose FaceMesh
-        landmarks were kept: stages/facemesh.py), kept in the face's track."""
-        kept = result.face.track.get(TRACK_KEY)
-        if kept is not None and kept[0] is result.landmarks and kept[1] == frame.shape[:2]:
-            return kept[2]
-        pose = super().__call__(frame, result)
-        result.face.track[TRACK_KEY] = (result.landmarks, frame.shape[:2], pose)
-        return pose
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """The rigid subset's 2-D points, and the camera matrix of this frame."""
