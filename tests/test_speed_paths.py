@@ -96,7 +96,7 @@ def test_a_bad_inference_precision_in_the_zoo_is_one_error(tmp_path, monkeypatch
         zoo.models()
 
 
-def test_a_set_runs_a_model_at_its_own_precision(zoo_ready, tmp_path, monkeypatch):
+def test_a_set_runs_a_model_at_its_own_precision(zoo_ready, tmp_path, monkeypatch, capsys):
     """[sets.NAME.precisions]: at the FP32 base the set's model runs at its own tag (here the gaze network
     at FP16), the report measures it so, and a stage named ID@TAG or another --precision runs as asked."""
     from pipeline.report.model_report import plan
@@ -120,6 +120,12 @@ def test_a_set_runs_a_model_at_its_own_precision(zoo_ready, tmp_path, monkeypatc
     items = plan("default", ["FP32"])[0]
     assert ("gaze", "gaze-estimation-adas-0002", "FP16") in [i[:3] for i in items]
     assert ("landmarks", "face-landmark", "FP32") in [i[:3] for i in items]
+    from pipeline.cli import main
+
+    capsys.readouterr()
+    assert main(["models", "list", "--set", "default"]) == 0
+    assert "the default set runs gaze-estimation-adas-0002 at FP16 and every other model at --precision (FP32 by " \
+           "default); --gaze dual-gaze@FP32 runs FP32 there" in capsys.readouterr().out
 
 
 def _watched(frames, gap_s: float, log: list):

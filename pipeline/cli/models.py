@@ -14,6 +14,7 @@ def add(sub) -> None:
 
 def _models_list(args) -> int:
     from pipeline import stages, zoo
+    from pipeline.results import STAGE_KINDS
 
     rows = [("id", "set", "stage", "precisions", "cached", "size", "license")]
     for m in stages.zoo_models(args.set):
@@ -26,7 +27,7 @@ def _models_list(args) -> int:
     for name, chosen in zoo.sets().items() if args.set in (None, "all") else [(args.set, zoo.sets()[args.set])]:
         own = zoo.set_precisions(name)  # what `run` runs at the default --precision FP32
         flags = [f"--{k.replace('_', '-')} {v}@FP32" for k, v in chosen.items()
-                 if k in zoo.STAGES and isinstance(v, str) and set(stages.models_of(v)) & set(own)]
+                 if k in STAGE_KINDS and isinstance(v, str) and set(stages.models_of(v)) & set(own)]
         if own:
             print(f"the {name} set runs " + ", ".join(f"{m} at {p}" for m, p in own.items()) + " and every other model "
                   f"at --precision (FP32 by default); {' '.join(flags)} runs FP32 there")
