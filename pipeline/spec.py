@@ -305,7 +305,7 @@ class PipelineSpec:
         profile sets, and the stages' parameters and classes where they have some (by stage kind,
         KIND-ROLE for a part)."""
         params, implementation = {}, {}
-        for key, c in _keyed(self.stages):
+        for key, c in keyed(self.stages):
             if c.params:
                 params[key] = dict(c.params)
             if c.implementation:
@@ -408,7 +408,7 @@ def parse_params(items: Iterable[str] | Mapping[str, Mapping[str, Any]] | None, 
     return out
 
 
-def _keyed(stages: Mapping[str, StageChoice]) -> list[tuple[str, StageChoice]]:
+def keyed(stages: Mapping[str, StageChoice]) -> list[tuple[str, StageChoice]]:
     """(table key, choice) of every stage and part: the kind, or KIND-ROLE for a part."""
     return [(key, c) for kind, choice in stages.items()
             for key, c in [(kind, choice), *((f"{kind}-{r}", p) for r, p in choice.parts.items())]]

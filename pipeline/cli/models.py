@@ -26,9 +26,9 @@ def _models_list(args) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for name, chosen in zoo.sets().items() if args.set in (None, "all") else [(args.set, zoo.sets()[args.set])]:
         own = zoo.set_precisions(name)  # what `run` runs at the default --precision FP32
-        flags = [f"--{k.replace('_', '-')} {v}@FP32" for k, v in chosen.items()
-                 if k in STAGE_KINDS and isinstance(v, str) and set(stages.models_of(v)) & set(own)]
         if own:
+            flags = [f"--{k.replace('_', '-')} {v}@FP32" for k, v in chosen.items()
+                     if k in STAGE_KINDS and isinstance(v, str) and set(stages.models_of(v)) & set(own)]
             print(f"the {name} set runs " + ", ".join(f"{m} at {p}" for m, p in own.items()) + " and every other model "
                   f"at --precision (FP32 by default); {' '.join(flags)} runs FP32 there")
     return 0

@@ -25,7 +25,7 @@ from pipeline.paths import check_out_dir
 from pipeline.profile import Profile
 from pipeline.report import energy, flops, in_pipeline, latency, layers
 from pipeline.results import STAGE_KINDS
-from pipeline.spec import parse_params
+from pipeline.spec import keyed, parse_params
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -62,18 +62,13 @@ def read_frames(path: str | Path, n: int) -> list:
     return frames * n if len(frames) == 1 else frames
 
 
-def _keyed(kind: str, choice) -> list:
-    """(key in a bundle's file tables, choice) of a stage and of each of its parts (KIND-ROLE)."""
-    return [(kind, choice), *((f"{kind}-{r}", p) for r, p in choice.parts.items())]
-
-
 def profile_plan(profile: Profile) -> tuple[list[tuple[str, str, str, Path]], list[dict], list[str]]:
     """plan() for a deployment profile: each stage's models at the precision the profile gives it
     (a bundle's: its own IR, no zoo)."""
     items, notes = [], []
     for stage, choice in profile.spec.stages.items():
         if profile.bundled:  # a bundle's own IR, or its parts' (none: a model-free stage)
-            files = [(c.id, profile.models.files.get(key)) for key, c in _keyed(stage, choice)]
+            files = [(c.id, profile.models.files.get(key)) for key, c in keyed({stage: choice})]
             found = [(i, f.ir) for i, f in files if f is not None and f.ir is not None]
         else:  # raises with the command that makes a missing IR
             found = [(m, runtime.ir_file(m, choice.precision)) for m in stages.models_of(choice.id)]
@@ -202,8 +197,7 @@ def _checked_plan(models_set: str, precisions: list[str], profile: Profile | Non
 def inference_precisions(items, profile: Profile | None) -> dict[str, str]:
     """Model id -> what the CPU computes it in where a pipeline runs it: a bundle's own, else the zoo's."""
     if profile is not None and profile.bundled:
-        found = {c.id: profile.models.files.get(key) for kind, choice in profile.spec.stages.items()
-                 for key, c in _keyed(kind, choice)}
+        found = {c.id: profile.models.files.get(key) for key, c in keyed(profile.spec.stages)}
         return {i: f.inference_precision for i, f in found.items() if f is not None}
     return {model_id: zoo.get(model_id).inference_precision for _, model_id, _, _ in items}
 

@@ -44,11 +44,7 @@ def turn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def fuse(mesh: HeadPose, net: HeadPose, weights: tuple[float, float, float]) -> HeadPose:
     """Per axis mesh + w (net - mesh), the difference taken on the circle (-180..180 deg)."""
-    out = []
-    for axis, w in zip(AXES, weights):
-        a, b = getattr(mesh, axis), getattr(net, axis)
-        out.append(a + w * ((b - a + 180.0) % 360.0 - 180.0))
-    return HeadPose(*out)
+    return HeadPose(*(angles(mesh) + np.array(weights) * turn(angles(net), angles(mesh))).tolist())
 
 
 def due(carried: dict | None, mesh: np.ndarray, every: int, move_deg: float) -> bool:
@@ -86,6 +82,7 @@ class FusedHeadPose(PoseOfKeptLandmarks, TDDFAHeadPose):
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
         self.mesh = MeshHeadPose(hfov_deg=self.hfov_deg)
+        self.weights = np.array([self.yaw_weight, self.pitch_weight, self.roll_weight])
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """The network's crop where it runs now (None where its offset is carried); context = the mesh
@@ -102,5 +99,4 @@ class FusedHeadPose(PoseOfKeptLandmarks, TDDFAHeadPose):
         mesh, track = context
         net = None if outputs is None else angles(super().postprocess(outputs, None))
         track[TRACK_KEY] = carry(track.get(TRACK_KEY), mesh, net)
-        weights = np.array([self.yaw_weight, self.pitch_weight, self.roll_weight])
-        return HeadPose(*(mesh + weights * track[TRACK_KEY]["offset"]).tolist())
+        return HeadPose(*(mesh + self.weights * track[TRACK_KEY]["offset"]).tolist())
