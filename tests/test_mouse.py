@@ -466,3 +466,61 @@ def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_
         assert (gaze.part["iris"].infer_ms > 0) == (signal == "iris"), signal
         assert summary.frames == 60 and summary.states["moved"] > 30, summary.line()
         assert any(f"on {cal.SIGNAL_WORDS[signal]}" in line for line in lines), lines
+
+
+def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_refuses(pg, tmp_path, still):
+    """`edgegaze mouse --mode gaze --dwell --hand-clicks` on the real pointer, a still subject's video as
+    the camera: its dwell clicks are learned and saved into the calibration file; a hand click far from
+    where the subject looks, made while the pointer is paused, is refused by the gate, and the saved
+    map is exactly what the learned clicks alone make of the calibration."""
+    import json
+
+    from pipeline.control import calibration as cal
+    from pipeline.control.learning import Learner
+
+    # A 9-target calibration of this subject: his real samples of the still frames (their frame-to-frame
+    # gaze jitter, head and openness), each target's gaze where a look at it would read (18 deg to a side
+    # edge, 11 to the top) around his median gaze, with a webcam's error of one look (1.5 deg SD, seeded):
+    # looking as he does at the start is looking at the centre.
+    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in still if f is not None) if a is not None])
+    pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
+    jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
+    points = cal.target_points("9", W, H)
+    gaze = np.median(rows[:30, :2], 0) - (points - [W / 2, H / 2]) / [W / 2, H / 2] * [18, 11]
+    gaze += np.random.default_rng(0).normal(0, 1.5, gaze.shape)
+    samples = {k: np.column_stack([jitter[k::9] + g, rows[k::9, 2:]]) for k, g in enumerate(gaze)}
+    screen = cal.ScreenGeometry(W, H, 344, 215, 600)
+    path = cal.fit(points, samples, screen, "t", method="affine-gaze").save(tmp_path / "c.json")
+    made = json.loads(path.read_text())
+    pg.moveTo(W // 2, H // 2)
+    p = _cli(["mouse", "--input", str(shared_path(WEBCAM)), "--mode", "gaze", "--calibration", str(path), "--models",
+              MODELS, "--dwell", "--dwell-time", "0.5", "--dwell-radius", "80", "--max-frames", "300", "--hand-clicks"])
+    deadline = time.monotonic() + 120
+    while tuple(pg.position()) == (W // 2, H // 2) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the app drives the pointer
+    subprocess.run(["xdotool", "key", "Pause"], check=True)  # pause the gaze pointer: the hand places it
+    time.sleep(1.0)
+    x, y = (60, H - 60) if pg.position()[0] > W / 2 else (W - 60, H - 60)  # far from where he looks
+    subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], check=True)
+    time.sleep(0.5)
+    subprocess.run(["xdotool", "key", "Pause"], check=True)  # resume: the dwell clicks go on
+    out, _ = p.communicate(timeout=180)
+    print(out)
+    assert p.returncode == 0, out
+    saved = json.loads(path.read_text())
+    clicks, counts = saved["learned"]["clicks"], saved["learned"]["counts"]
+    dwell = [c for c in clicks if c["source"] == "pointer"]
+    hand = [c for c in clicks if c["source"] == "hand"]
+    assert any(c["reason"] == "learned" for c in dwell), clicks
+    assert [c["reason"] for c in hand] == ["far"] and counts["far"] == 1, clicks
+    assert "not learned from a hand click" in out and "learning: " in out
+    assert {k: saved[k] for k in ("model", "anchors", "validation")} == {k: made[k] for k in ("model", "anchors", "validation")}
+    loaded = cal.Calibration.load(path, W, H)
+    probe = np.array([[np.nan if v is None else v for v in c["x"]] for c in clicks])
+    learned = Learner(loaded, loaded.learned).model
+    assert not np.allclose(learned.predict(probe), loaded.model.predict(probe))  # the clicks changed the map
+    replay = Learner(loaded)  # the calibration as made, then the learned clicks alone, in order
+    for c in clicks:
+        if c["reason"] == "learned":
+            assert replay.observe(np.array(c["x"], dtype=float), c["y"], c["source"]).accepted
+    assert np.allclose(replay.model.predict(probe), learned.predict(probe))  # the refused click changed nothing

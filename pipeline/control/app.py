@@ -17,7 +17,7 @@ import numpy as np
 
 from pipeline.arguments import pipeline_from_args
 from pipeline.control import calibration as cal
-from pipeline.control import ui
+from pipeline.control import teaching, ui
 from pipeline.control.clicks import closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
@@ -196,12 +196,14 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         log(f"saved {calib_path}")
         _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
+    teacher = teaching.start(o.learning, calib, calib_path, log) if calib is not None else None
+    model = teacher.model if teacher is not None else calib.model if calib is not None else None
     mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
     controller = MouseController(
-        backend, Mapper(o.mode, backend.screen, mapping, calib.model if calib is not None else None),
+        backend, Mapper(o.mode, backend.screen, mapping, model),
         PointFilter(o.min_cutoff, o.beta, freq=source.fps) if o.filter else None,
         MotionConfig(o.dead_zone_px, o.max_speed_px_s), o.clicks, o.min_confidence, o.pause_gesture_s)
-    return _drive(o, pipeline, source, controller, log)
+    return _drive(o, pipeline, source, controller, log, teacher)
 
 
 def _load_profile(path: str | None):
@@ -253,9 +255,10 @@ def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None)
     return None, calib_path
 
 
-def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) -> MouseSummary:
-    """The loop: a pointer step per frame, with the pause hotkey, the trajectory record and the
-    overlay, until the input ends, the overlay's quit key, the fail-safe or Ctrl-C."""
+def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log, teacher=None) -> MouseSummary:
+    """The loop: a pointer step per frame, with the pause hotkey, the trajectory record, the overlay
+    and learning from clicks (`teacher`), until the input ends, the overlay's quit key, the
+    fail-safe or Ctrl-C."""
     hotkey = XHotkey(o.pause_key) if (o.pause_key and controller.backend.name == "pyautogui") else None
     if hotkey is not None and not hotkey.ok:
         log(f"pause hotkey {o.pause_key} unavailable ({hotkey.reason}); close your eyes ~1 s to pause")
@@ -270,6 +273,8 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
             if hotkey is not None and hotkey.pressed():
                 log(f"{controller.toggle_pause()}d (hotkey)")
             d = summary.step(controller, fr, log)
+            if teacher is not None and teacher.frame(fr.timestamp, _face(fr), d, controller.xy):
+                controller.mapper.gaze_model = teacher.model  # what the clicks taught, from the next frame
             if recorder:
                 recorder.write(fr.index, d)
             if show is not None and show(fr, d, controller):
@@ -283,7 +288,7 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
     finally:
         summary.seconds = time.perf_counter() - start
         frames.close()  # releases the capture now, not at interpreter exit
-        for closing in (recorder, hotkey, show):
+        for closing in (recorder, hotkey, show, teacher):
             if closing is not None:
                 closing.close()
     return summary

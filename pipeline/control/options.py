@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pipeline.arguments import add_pipeline_options, int_at_least, number, spec_from_args
 from pipeline.control import calibration as cal
+from pipeline.control import teaching
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
 from pipeline.errors import EdgegazeError
@@ -51,6 +52,7 @@ class MouseOptions:
     calibration_method: str = "auto"
     max_calibration_error_deg: float | None = cal.DEFAULT_MAX_ERROR_DEG
     calibration_attempts: int = 3
+    learning: teaching.LearningOptions = field(default_factory=teaching.LearningOptions)
 
 
 def _pair(above: float | None = None):
@@ -130,6 +132,7 @@ def add_mouse_arguments(p) -> None:
                    help="auto: chosen from the targets by leave-one-target-out (default); or one fixed model")
     g.add_argument("--max-calibration-error", type=number(above=0), default=cal.DEFAULT_MAX_ERROR_DEG, metavar="DEG",
                    help="refuse (and retry) a live calibration whose validation error is above this (degrees)")
+    teaching.add_arguments(p.add_argument_group("learning from clicks (gaze mode; docs/learning.md)"))
 
 
 def options_from_args(a) -> MouseOptions:
@@ -154,4 +157,4 @@ def options_from_args(a) -> MouseOptions:
         min_confidence=a.min_confidence, pause_key=a.pause_key or None, pause_gesture_s=a.pause_gesture or None,
         calibration=a.calibration, recalibrate=a.recalibrate, targets=a.targets, user=a.user,
         screen_json=a.screen, distance_mm=a.distance_mm, calibration_method=a.calibration_model,
-        max_calibration_error_deg=a.max_calibration_error)
+        max_calibration_error_deg=a.max_calibration_error, learning=teaching.options_from_args(a))

@@ -227,6 +227,16 @@ def _poly(z: np.ndarray, degree: int) -> np.ndarray:
     return np.hstack(cols)
 
 
+def term_labels(c: Candidate, signal: str, axis: int) -> list[tuple]:
+    """What each of candidate c's terms on one screen axis multiplies, in GazeModel.designs' order:
+    (i,) a column of the corrected rows (the signal's gaze angles, then the head's), (i, j) a product."""
+    f = c.features(signal)
+    if c.axis_wise:
+        return [(f[j],) for j in range(axis, len(SIGNALS[signal]), 2)]
+    products = [(f[i], f[j]) for i in range(len(f)) for j in range(i, len(f))] if c.degree >= 2 else []
+    return [(i,) for i in f] + products
+
+
 def _ridge(p: np.ndarray, y: np.ndarray, alphas) -> list[tuple[np.ndarray, float]]:
     """Ridge with an unpenalised intercept at each strength; the penalty scales with the row count."""
     pm, ym = p.mean(0), y.mean()
@@ -376,7 +386,7 @@ def outliers(errors: np.ndarray, z: float = OUTLIER_Z) -> np.ndarray:
     return errors > med + z * _robust_sd(errors, med, 1e-9)
 
 
-def _band(scores: dict, errors: dict) -> float:
+def band(scores: dict, errors: dict) -> float:
     """The one-standard-error rule's limit: within 5 % or one standard error of the best score (a
     choice among many on few targets wins some by chance)."""
     best = min(scores, key=scores.get)
@@ -394,7 +404,7 @@ def _choose_candidate(feats, points, bounds, leak, groups, signal) -> tuple[tupl
             per_alpha = loto_errors(cand, ALPHAS, feats, points, bounds, lk, groups, signal)
             errors.update({(cand.name, removed, alpha): e for alpha, e in zip(ALPHAS, per_alpha)})
     scores = {k: float(v.mean()) for k, v in errors.items()}
-    limit = _band(scores, errors)
+    limit = band(scores, errors)
     return next(k for k in sorted(scores, key=lambda k: PREFERENCE[k[0]]) if scores[k] <= limit), errors, scores
 
 
@@ -413,7 +423,7 @@ def pick_signal(errors: dict[str, np.ndarray], weights=None) -> str:
     best = min(singles, key=lambda s: (scores[s], SINGLE.index(s)))
     if "both" not in scores:
         return best
-    return best if scores[best] <= _band(scores, {s: np.asarray(e) for s, e in errors.items()}) else "both"
+    return best if scores[best] <= band(scores, {s: np.asarray(e) for s, e in errors.items()}) else "both"
 
 
 def pick_from_targets(per_target: dict[str, list[dict]], key: str) -> str:

@@ -1,0 +1,417 @@
+"""A calibration that keeps learning: every click is a sample of where the user looked.
+
+`Learner(calibration)` takes clicks one at a time: `observe(features, point, source)` returns a
+`Verdict` (learned, or refused with the reason, counted); `model` is the map in force; `drift`
+says when the map has drifted, and `look(features, point)` fixes it with one look; `state()` is
+what `Calibration.learned` saves, and `Learner(calibration)` restores it.
+
+**The map.** A calibration's map (regression.GazeModel) is linear in its terms: per screen axis,
+point = d . beta with d = [1, the standardised terms]. The explicit calibration is the prior: its
+coefficients beta0 and their precision L0 = D'D + alpha K P over its K targets' robust means
+(`Calibration.anchors`; D their terms, P the ridge on every term but the intercept) are what its
+ridge fit minimised, so with no clicks the learned map is the calibration's, and its targets'
+spread over the screen is never forgotten (a map fitted on clicks alone collapses onto where the
+user clicks). Each learned click adds w d d' and w d y to running sums C, c whose older entries
+decay by `memory` per click, so the map follows a slow drift; the map is the posterior mean
+(L0 + C)^-1 (L0 beta0 + c), a q x q solve per axis. The decay keeps MEMORY_PER_TERM effective clicks
+per coefficient: the clicks' own noise then adds at most 1/20 of one look's error variance
+(q / (20 q)), and a drift older than that weighs little.
+
+**Capacity grows with the clicks.** A calibration on few targets can only support a simple map (5
+targets: the affine map of the gaze angles at most), while the clicks spread over the screen can
+support more, as a calibration on more targets would choose. So besides the calibration's own
+candidate, every candidate of regression.CANDIDATES whose terms include it learns the same clicks
+(e.g. an affine start: the affine map of gaze and head angles, the quadratic maps), each with the
+calibration's map as its prior (its extra terms at 0, held there by the targets' precision), so
+each starts exactly on the calibration's map and moves only as far as the clicks support. Which
+one is in force is chosen as regression.choose chooses, on errors the maps had not seen: each
+learned click is predicted by every candidate before it learns it (prequential, the last
+CHECK_CLICKS clicks), and the first in regression's order of preference within 5 % or one
+standard error of the best (regression.band) is used. Re-running the calibration's own nested
+choice at a click would cost far more than a click's budget; this costs a few small solves.
+
+A click passes two checks before it is learned:
+- the gate: its residual (the distance from the map's point to the click's) must lie within
+  GATE_Z robust SDs (1.4826 MAD) above the median of this user's recent residuals, the rule
+  regression.outliers applies to calibration targets. The window starts with the calibration's own
+  leave-one-target-out errors (a map's error on points it was not fitted on, which is what a click
+  is) and takes each learned click's residual after them. A click the map itself placed (the plain
+  gaze pointer's dwell or blink: source POINTER) is not gated and does not enter the window: its
+  residual is the pointer filter's lag, not the map's error, and it agrees with the map by
+  construction, so it steadies the map rather than correcting it.
+- the held-back check: the map in force refitted with the click is compared with it as it was, on
+  the calibration's targets and the last CHECK_CLICKS learned clicks, each predicted with itself
+  left out (closed form: residual / (1 - leverage)); a refit worse by more than regression.band
+  allows is not kept, and the click is refused as "worse".
+
+**Drift.** When at least half of the last DRIFT_WINDOW gated clicks fell outside the gate, the map
+has moved (the user moved the laptop, sat back, the light changed), not the clicks: `drift` says
+so. A look at a known point (`look`) then shifts every map and everything they learned from by the
+offset of that one sample, and the drift window starts again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from pipeline.control import regression
+from pipeline.control.regression import GazeModel
+
+GATE_Z = regression.OUTLIER_Z  # robust SDs above the median residual
+GATE_WINDOW = 20  # recent residuals the gate reads (median and MAD are steady from about 20)
+MIN_GATE = 3  # fewer residuals than this: nothing to judge a click by, it is learned
+MEMORY_PER_TERM = 20  # effective clicks remembered per coefficient of a map (module docstring)
+CHECK_CLICKS = 20  # recent learned clicks the held-back checks and the choice of map read
+MIN_CHOICE = 3  # learned clicks before a map other than the calibration's can be chosen
+DRIFT_WINDOW = 9  # gated clicks; with 1 click in 5 wrong, half of 9 fall outside by chance 2 % of the time
+CLICK_LOG = 200  # clicks kept in the saved state (features, point, verdict): to replay or audit
+POINTER = "pointer"  # a click where the gaze map put the pointer (not gated: module docstring)
+STATE_VERSION = 1
+NF = len(regression.FEATURES)
+GROWN = "affine-gaze-head"  # the candidate that learns beside an affine map of the gaze (module docstring)
+CLEARLY_WORSE_SE = 2.0  # the held-back check refuses a refit worse by this many standard errors (and 5 %)
+
+
+@dataclass
+class Verdict:
+    """What became of one click: learned or refused (reason: "far", "worse", "no gaze"), its residual
+    (px) under the map in force before it, and the gate's limit then (None: not gated)."""
+
+    accepted: bool
+    reason: str
+    residual_px: float
+    limit_px: float | None
+    source: str = "click"
+
+    def line(self) -> str:
+        if self.accepted:
+            return f"learned from a {self.source} click ({self.residual_px:.0f} px from the map)"
+        why = {"far": f"{self.residual_px:.0f} px from the map, past the {self.limit_px or 0:.0f} px your clicks usually "
+                      "are: not looked at", "worse": "the map refitted with it predicted the held-back samples worse",
+               "no gaze": "no gaze features at the click"}[self.reason]
+        return f"not learned from a {self.source} click: {why}"
+
+
+class Fit:
+    """One candidate map learning online (module docstring): its prior, its decaying click sums,
+    its posterior mean `beta` per screen axis, and its recent prequential errors."""
+
+    def __init__(self, template: GazeModel, beta0: list[np.ndarray], L0: list[np.ndarray], memory: float):
+        self.template, self.memory = template, memory
+        self.beta0, self.L0 = beta0, L0
+        self.eta0 = [L0[a] @ beta0[a] for a in (0, 1)]
+        self.C = [np.zeros_like(m) for m in L0]
+        self.c = [np.zeros_like(b) for b in beta0]
+        self.beta = [b.copy() for b in beta0]
+        self.recent: deque = deque(maxlen=CHECK_CLICKS)  # errors on clicks before it learned them, px
+
+    @property
+    def name(self) -> str:
+        return self.template.name
+
+    def designs(self, x) -> list[np.ndarray]:
+        return _designs(self.template, x)
+
+    def predict(self, d: list[np.ndarray], beta=None) -> np.ndarray:
+        beta = self.beta if beta is None else beta
+        out = np.stack([d[a] @ beta[a] for a in (0, 1)], 1)
+        bounds = self.template.bounds
+        return np.clip(out, 0.0, np.asarray(bounds, np.float64) - 1.0) if bounds else out
+
+    def refit(self, d, y) -> tuple[list, list, list]:
+        """(C, c, beta) with one more click (rows d, point y); nothing is kept yet."""
+        C = [self.memory * self.C[a] + np.outer(d[a][0], d[a][0]) for a in (0, 1)]
+        c = [self.memory * self.c[a] + d[a][0] * y[a] for a in (0, 1)]
+        return C, c, [np.linalg.solve(self.L0[a] + C[a], self.eta0[a] + c[a]) for a in (0, 1)]
+
+    def shift(self, delta) -> None:
+        """Move the map, its prior and its sums by an offset (px): the intercept term, d[0] = 1."""
+        for a in (0, 1):
+            self.eta0[a] = self.eta0[a] + delta[a] * self.L0[a][:, 0]
+            self.c[a] = self.c[a] + delta[a] * self.C[a][:, 0]
+            self.beta0[a][0] += delta[a]
+            self.beta[a][0] += delta[a]
+
+    @property
+    def model(self) -> GazeModel:
+        t = self.template
+        return replace(t, intercept=[float(b[0]) for b in self.beta],
+                       coef=[[0.0] * len(t.coef[a]) if t.constant[a] else b[1:].tolist() for a, b in enumerate(self.beta)])
+
+    def state(self) -> dict:
+        return {"name": self.name, "C": [m.tolist() for m in self.C], "c": [v.tolist() for v in self.c],
+                "beta": [b.tolist() for b in self.beta], "recent": list(self.recent)}
+
+    def restore(self, s: dict) -> None:
+        self.C = [np.asarray(m, np.float64).reshape(len(b), len(b)) for m, b in zip(s["C"], self.beta0)]
+        self.c = [np.asarray(v, np.float64) for v in s["c"]]
+        self.beta = [np.asarray(b, np.float64) for b in s["beta"]]
+        self.recent.extend(float(e) for e in s.get("recent", []))
+
+
+class Learner:
+    """The learning state of one calibration (module docstring)."""
+
+    def __init__(self, calibration, state: dict | None = None):
+        self.start: GazeModel = calibration.model
+        self.anchors_x, self.anchors_y = _anchors(calibration)
+        self.fits = candidates(self.start, self.anchors_x, self.anchors_y, len(calibration.validation.get("targets", [])))
+        self.current = 0  # the fit in force
+        self.gate = deque(_seed(calibration.validation), maxlen=GATE_WINDOW)
+        self.drift_window: deque = deque(maxlen=DRIFT_WINDOW)
+        self.clicks: deque = deque(maxlen=CLICK_LOG)  # dicts: x, y, source, reason, residual_px, n (when learned)
+        self.n = 0  # clicks learned (the decay's clock)
+        self.counts: Counter = Counter()
+        self.offset = np.zeros(2)  # what looks have shifted the map by, px
+        if state:
+            self._restore(state)
+
+    @property
+    def model(self) -> GazeModel:
+        """The map in force."""
+        return self.fits[self.current].model
+
+    # -- clicks -------------------------------------------------------------------------------
+
+    def observe(self, features, point, source: str = "click") -> Verdict:
+        """One click: its features (regression.FEATURES, at the click) and the point it landed on."""
+        x = np.asarray(features, np.float64).reshape(-1)[:NF]  # not the openness a calibration sample carries
+        y = np.asarray(point, np.float64).reshape(2)
+        if not np.isfinite(x[self.start.columns()]).all():
+            return self._count(Verdict(False, "no gaze", math.nan, None, source), x, y)
+        fit = self.fits[self.current]
+        rows = {id(f): f.designs(x) for f in self.fits}
+        d = rows[id(fit)]
+        residual = float(np.hypot(*(fit.predict(d)[0] - y)))
+        limit = None if source == POINTER else _robust_limit(self.gate)
+        if limit is not None:
+            self.drift_window.append(residual > limit)
+            if residual > limit:
+                return self._count(Verdict(False, "far", residual, limit, source), x, y)
+        refits = {id(f): f.refit(rows[id(f)], y) for f in self.fits}
+        if self._worse(fit, refits[id(fit)]):
+            return self._count(Verdict(False, "worse", residual, limit, source), x, y)
+        for f in self.fits:
+            f.recent.append(float(np.hypot(*(f.predict(rows[id(f)])[0] - y))))
+            f.C, f.c, f.beta = refits[id(f)]
+        self.n += 1
+        if source != POINTER:
+            self.gate.append(residual)
+        self._choose()
+        return self._count(Verdict(True, "learned", residual, limit, source), x, y)
+
+    def _count(self, v: Verdict, x, y) -> Verdict:
+        self.counts[v.reason] += 1
+        self.clicks.append({"x": x, "y": y, "source": v.source, "reason": v.reason,
+                            "residual_px": v.residual_px, "n": self.n if v.accepted else None})
+        return v
+
+    def _choose(self) -> None:
+        """The fit in force: regression's rule on the recent prequential errors (module docstring)."""
+        if len(self.fits) == 1 or len(self.fits[0].recent) < MIN_CHOICE:
+            return
+        errors = {i: np.asarray(f.recent) for i, f in enumerate(self.fits)}
+        scores = {i: float(e.mean()) for i, e in errors.items()}
+        limit = regression.band(scores, errors)
+        order = sorted(scores, key=lambda i: regression.PREFERENCE[self.fits[i].name])
+        self.current = next(i for i in order if scores[i] <= limit)
+
+    def _worse(self, fit: Fit, refit) -> bool:
+        """The held-back check (module docstring): `refit` (C, c, beta with the click) against the fit
+        as it is, each on the calibration's targets and recent learned clicks left out one at a time."""
+        rows = [c for c in self.clicks if c["n"] is not None][-CHECK_CLICKS:]
+        xs = [c["x"] for c in rows] + ([] if self.anchors_x is None else list(self.anchors_x))
+        if len(xs) < 2:
+            return False
+        ys = np.array([c["y"] for c in rows] + ([] if self.anchors_y is None else list(self.anchors_y)))
+        age = np.array([self.n - c["n"] for c in rows], np.float64)  # a click's weight decays; a target's is 1
+        ones = np.ones(len(xs) - len(rows))
+        d = fit.designs(np.array(xs))
+        C, _, beta = refit
+        new = _held_back(d, ys, beta, [fit.L0[a] + C[a] for a in (0, 1)], np.r_[fit.memory ** (age + 1), ones])
+        old = _held_back(d, ys, fit.beta, [fit.L0[a] + fit.C[a] for a in (0, 1)], np.r_[fit.memory ** age, ones])
+        diff = new - old
+        se = float(diff.std(ddof=1) / np.sqrt(len(diff)))
+        return float(diff.mean()) > max((regression.SIMPLER_WITHIN - 1.0) * float(old.mean()), CLEARLY_WORSE_SE * se)
+
+    # -- drift and the one-look correction ------------------------------------------------------
+
+    @property
+    def drift(self) -> bool:
+        """Whether at least half of the last DRIFT_WINDOW gated clicks fell outside the gate."""
+        return len(self.drift_window) == DRIFT_WINDOW and 2 * sum(self.drift_window) >= DRIFT_WINDOW
+
+    def look(self, features, point) -> np.ndarray | None:
+        """One look at a known point (the pointer, frozen): every map and everything they learned from
+        move by that sample's offset; returns the offset (px), None without gaze features."""
+        x = np.asarray(features, np.float64).reshape(-1)[:NF]
+        if not np.isfinite(x[self.start.columns()]).all():
+            return None
+        fit = self.fits[self.current]
+        delta = np.asarray(point, np.float64) - fit.predict(fit.designs(x))[0]
+        self._shift(delta)
+        for c in self.clicks:
+            c["y"] = c["y"] + delta
+        self.drift_window.clear()
+        self.counts["look"] += 1
+        return delta
+
+    def _shift(self, delta) -> None:
+        for f in self.fits:
+            f.shift(delta)
+        if self.anchors_y is not None:
+            self.anchors_y = self.anchors_y + delta
+        self.offset = self.offset + delta
+
+    # -- saving -------------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """The learned state as JSON-ready data (Calibration.learned)."""
+        return {"version": STATE_VERSION, "model": _fingerprint(self.start), "n": self.n,
+                "counts": dict(self.counts), "offset_px": self.offset.tolist(), "in_force": self.fits[self.current].name,
+                "fits": [f.state() for f in self.fits], "gate": list(self.gate), "drift": list(self.drift_window),
+                "clicks": [{**c, "x": _listed(c["x"]), "y": _listed(c["y"])} for c in self.clicks]}
+
+    def _restore(self, s: dict) -> None:
+        if s.get("version") != STATE_VERSION or s.get("model") != _fingerprint(self.start):
+            return  # learned for another map (a recalibration): start again from this one
+        offset = np.asarray(s.get("offset_px", [0.0, 0.0]), np.float64)
+        self._shift(offset)  # the priors; the sums, maps and clicks below were saved shifted
+        saved = {f["name"]: f for f in s.get("fits", [])}
+        for f in self.fits:
+            if f.name in saved:
+                f.restore(saved[f.name])
+        self.current = next((i for i, f in enumerate(self.fits) if f.name == s.get("in_force")), 0)
+        self.n, self.counts = int(s["n"]), Counter(s.get("counts", {}))
+        self.gate.extend(float(r) for r in s.get("gate", []))
+        self.drift_window.extend(bool(v) for v in s.get("drift", []))
+        for c in s.get("clicks", []):
+            self.clicks.append({**c, "x": np.array(c["x"], np.float64), "y": np.array(c["y"], np.float64)})
+
+    def summary(self) -> str:
+        c = self.counts
+        parts = [f"{c['learned']} click(s) learned",
+                 f"{c['far'] + c['worse']} refused ({c['far']} far from the map, {c['worse']} that made it worse)"]
+        parts += [f"{c['no gaze']} without gaze"] * bool(c["no gaze"]) + [f"{c['look']} look(s) at the pointer"] * bool(c["look"])
+        return "learning: " + ", ".join(parts) + f"; map in force: {self.fits[self.current].name}"
+
+
+def candidates(start: GazeModel, anchors_x: np.ndarray | None, anchors_y: np.ndarray | None,
+               targets: int) -> list[Fit]:
+    """The calibration's own map first (an axis-wise one as the affine map it is a case of, its cross
+    terms at 0), then, where that reads the gaze angles alone, the affine map of gaze and head angles
+    as a calibration on the same targets would fit it (module docstring); each a Fit. Without the
+    calibration's targets (a file made before learning), its own map alone, with a precision as if
+    its K targets had spread with the standardisation's unit variance and no correlation."""
+    signal = start.signal
+    own = regression.BY_NAME[regression.REFERENCE] if start.candidate.axis_wise else start.candidate
+    labels = {a: regression.term_labels(start.candidate, signal, a) for a in (0, 1)}
+    if anchors_x is None:
+        beta0 = [_beta(start, labels[a], labels[a], a) for a in (0, 1)]
+        return [Fit(start, beta0, [max(targets, 1) * np.eye(len(b)) for b in beta0], _memory(beta0))]
+    mean, scale = _standardisation(start, anchors_x)
+    fits = []
+    for cand in [own] + [regression.BY_NAME[GROWN]] * (own.name == regression.REFERENCE):
+        theirs = {a: regression.term_labels(cand, signal, a) for a in (0, 1)}
+        cols = cand.features(signal)
+        t = replace(start, name=cand.name, mean=[mean[i] for i in cols], scale=[scale[i] for i in cols],
+                    coef=[[0.0] * len(theirs[a]) for a in (0, 1)])
+        d = _designs(t, anchors_x)
+        L0 = [d[a].T @ d[a] + start.alpha * len(anchors_x) * _penalty(d[a].shape[1]) for a in (0, 1)]
+        if cand is own:  # exactly the calibration's map
+            beta0 = [_beta(start, labels[a], theirs[a], a) for a in (0, 1)]
+        else:  # its ridge fit on the calibration's targets
+            beta0 = [np.linalg.solve(L0[a], d[a].T @ anchors_y[:, a]) for a in (0, 1)]
+        fits.append(Fit(t, beta0, L0, _memory(beta0)))
+    return fits
+
+
+def _designs(template: GazeModel, x) -> list[np.ndarray]:
+    """Per axis, the rows [1, terms] a map's coefficients multiply; an axis the calibration could not
+    fit (its targets did not spread along it) stays a level."""
+    x = np.atleast_2d(np.asarray(x, np.float64))
+    terms = template.designs(x)
+    return [np.ones((len(x), 1)) if template.constant[a] else np.column_stack([np.ones(len(x)), terms[a]])
+            for a in (0, 1)]
+
+
+def _beta(start: GazeModel, own: list, theirs: list, a: int) -> np.ndarray:
+    """The calibration's [intercept, coefficients] on axis a in another candidate's terms (0 for a
+    term it does not have)."""
+    coef = {} if start.constant[a] else dict(zip(own, start.coef[a]))
+    return np.r_[start.intercept[a], [] if start.constant[a] else [coef.get(t, 0.0) for t in theirs]]
+
+
+def _standardisation(start: GazeModel, anchors_x: np.ndarray) -> tuple[list, list]:
+    """Mean and scale of every corrected column (the signal's gaze angles, then the head's): the
+    calibration's where its map reads the column, else over its targets (regression's floor)."""
+    f = start._corrected(anchors_x)
+    mean, scale = f.mean(0), f.std(0)
+    scale[scale < 1e-6] = 1.0
+    for k, i in enumerate(start.candidate.features(start.signal)):
+        mean[i], scale[i] = start.mean[k], start.scale[k]
+    return mean.tolist(), scale.tolist()
+
+
+def _seed(validation: dict) -> list[float]:
+    """The gate's first window: the calibration's leave-one-target-out errors of every sample (a
+    click is one frame, as each sample is), as GATE_WINDOW evenly spaced quantiles when there are more."""
+    errors = [float(np.hypot(p[0] - t["x_px"], p[1] - t["y_px"])) for t in validation.get("targets", [])
+              for p in t.get("predictions", [])]
+    if not errors:  # a validation without its predictions: each target's mean error
+        errors = [t["error_px"] for t in validation.get("targets", []) if t.get("error_px") is not None]
+    if len(errors) <= GATE_WINDOW:
+        return errors
+    return np.quantile(errors, (np.arange(GATE_WINDOW) + 0.5) / GATE_WINDOW).tolist()
+
+
+def _memory(beta0) -> float:
+    return 1.0 - 1.0 / (MEMORY_PER_TERM * max(len(b) for b in beta0))
+
+
+def _penalty(q: int) -> np.ndarray:
+    p = np.eye(q)
+    p[0, 0] = 0.0  # the intercept is not penalised (regression._ridge)
+    return p
+
+
+def _robust_limit(residuals) -> float | None:
+    """The gate's limit (px): GATE_Z robust SDs above the median, on the residuals' square roots (on
+    which a 2-D normal error's residuals, Rayleigh-distributed, are nearly symmetric)."""
+    if len(residuals) < MIN_GATE:
+        return None
+    v = np.sqrt(np.asarray(residuals, np.float64))
+    med = float(np.median(v))
+    return (med + GATE_Z * max(1.4826 * float(np.median(np.abs(v - med))), 1e-6)) ** 2
+
+
+def _held_back(d: list[np.ndarray], y: np.ndarray, beta, precision, w) -> np.ndarray:
+    """Each row's error (px) predicted by the fit without it: per axis residual / (1 - w h), h the
+    row's leverage d' precision^-1 d (Sherman-Morrison)."""
+    out = []
+    for a in (0, 1):
+        h = np.einsum("ij,ij->i", d[a] @ np.linalg.inv(precision[a]), d[a])
+        out.append((y[:, a] - d[a] @ beta[a]) / np.maximum(1.0 - w * h, 1e-6))
+    return np.hypot(*out)
+
+
+def _anchors(calibration) -> tuple[np.ndarray | None, np.ndarray | None]:
+    a = getattr(calibration, "anchors", None) or {}
+    if not a.get("features"):
+        return None, None
+    x = np.array([[np.nan if v is None else v for v in row] for row in a["features"]], np.float64)
+    return x, np.asarray(a["points"], np.float64)
+
+
+def _listed(v) -> list:
+    return [None if not np.isfinite(e) else float(e) for e in np.asarray(v, np.float64).ravel()]
+
+
+def _fingerprint(model: GazeModel) -> list:
+    """What a learned state must match to apply: the calibration's map, its form and standardisation."""
+    return [model.name, model.signal, round(float(model.alpha), 9), [round(float(v), 6) for v in model.mean],
+            [round(float(v), 6) for v in model.scale]]
