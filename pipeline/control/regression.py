@@ -219,7 +219,8 @@ def head_leak(groups: list[np.ndarray], signal: str = "network", window: int = L
     return np.clip(np.nan_to_num(leak), -1.0, 1.0)
 
 
-def _poly(z: np.ndarray, degree: int) -> np.ndarray:
+def poly(z: np.ndarray, degree: int) -> np.ndarray:
+    """The terms of a map of this degree in the standardised columns z: z, then for degree 2 every product."""
     cols = [z]
     if degree >= 2:
         d = z.shape[1]
@@ -283,7 +284,7 @@ class GazeModel:
         """Per screen axis, the standardised terms the coefficients multiply."""
         c = self.candidate
         z = (self._corrected(x)[:, c.features(self.signal)] - np.asarray(self.mean)) / np.asarray(self.scale)
-        return [z[:, a:len(SIGNALS[self.signal]):2] if c.axis_wise else _poly(z, c.degree) for a in (0, 1)]
+        return [z[:, a:len(SIGNALS[self.signal]):2] if c.axis_wise else poly(z, c.degree) for a in (0, 1)]
 
     def fit(self, x, y) -> "GazeModel":
         fitted = self.fit_path(x, y, [self.alpha])[0]
