@@ -216,6 +216,7 @@ class Learner:
         for f in self.fits:
             f.targets = None if self.anchors_x is None else f.designs(self.anchors_x)
         self.current = 0  # the fit in force
+        self._held_errors = None  # the fit in force's leave-one-out errors on the check rows, while valid
         self.gate = deque(_seed(calibration.validation), maxlen=GATE_WINDOW)
         self.drift_window: deque = deque(maxlen=DRIFT_WINDOW)
         self.clicks: deque = deque(maxlen=CLICK_LOG)  # dicts: x, y, source, reason, residual_px, n (when learned)
@@ -274,6 +275,7 @@ class Learner:
         limit = regression.band(scores, errors)
         order = sorted(scores, key=lambda i: regression.PREFERENCE[self.fits[i].name])
         self.current = next(i for i in order if scores[i] <= limit)
+        self._held_errors = errors[self.current]  # the next click's held-back check starts from it
 
     def _check_points(self) -> np.ndarray:
         """The points of the held-back check's rows (the same clicks and targets for every fit)."""
@@ -287,7 +289,9 @@ class Learner:
         if len(ys) < 2:
             return False
         d, (_, _, beta, inv) = fit.check_rows(), refit
-        old = _held_back(d, ys, fit.beta, fit.inv, fit.check_weights(self.n))
+        old = self._held_errors
+        if old is None or len(old) != len(ys):
+            old = _held_back(d, ys, fit.beta, fit.inv, fit.check_weights(self.n))
         new = _held_back(d, ys, beta, inv, fit.check_weights(self.n, later=1))
         diff = new - old
         se = float(diff.std(ddof=1) / np.sqrt(len(diff)))
@@ -316,6 +320,7 @@ class Learner:
         return delta
 
     def _shift(self, delta) -> None:
+        self._held_errors = None
         for f in self.fits:
             f.shift(delta)
             f.held = deque(((r, y + delta, n) for r, y, n in f.held), maxlen=CHECK_CLICKS)

@@ -116,7 +116,7 @@ def line(r: dict) -> str:
     return text
 
 
-COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("start", "start", ""), ("online_steps", "clicks", "d"),
+COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("start_map", "start", ""), ("online_steps", "clicks", "d"),
            ("off_deg", "learning off deg", ".2f"), ("online_deg", "online deg", ".2f"),
            ("online_last_deg", f"online, last {LAST} deg", ".2f"), ("loto_deg", "leave-one-target-out deg", ".2f"),
            ("wrong_online_deg", "with wrong clicks deg", ".2f"), ("refused_wrong_pct", "wrong refused %", ".0f"),
@@ -132,7 +132,7 @@ def rows(report: dict) -> list[dict]:
         o, w = r["online"], r["online"].get("wrong") or {}
         pct = {k: None if w.get(k) is None else 100 * w[k] for k in ("refused_wrong", "kept_right")}
         out.append({"set": r["set"], "precision": r["precision"], **o,
-                    "start": f"{len(o['start'])} targets, {o['start_model']} on {o['start_signal']}",
+                    "start_map": f"{len(o['start'])} targets, {o['start_model']} on {o['start_signal']}",
                     "wrong_online_deg": w.get("online_deg"), "refused_wrong_pct": pct["refused_wrong"],
                     "kept_right_pct": pct["kept_right"]})
     return out
