@@ -524,3 +524,39 @@ def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_r
         if c["reason"] == "learned":
             assert replay.observe(np.array(c["x"], dtype=float), c["y"], c["source"]).accepted
     assert np.allclose(replay.model.predict(probe), learned.predict(probe))  # the refused click changed nothing
+
+
+def test_a_drift_is_fixed_by_one_look_at_the_paused_pointer(tmp_path, still):
+    """The mouse's learning hook (control/teaching.Teacher) on the still subject's real frames: once
+    the learner says the map has drifted, a pause, a look at the frozen pointer and a resume move the
+    map by that look's offset, so the map puts that look on the pointer; the file saves it."""
+    import json
+
+    from pipeline.control import calibration as cal
+    from pipeline.control import regression
+    from pipeline.control.learning import DRIFT_WINDOW
+    from pipeline.control.mouse import Decision
+    from pipeline.control.teaching import LOOK_FRAMES, Teacher
+
+    assert LOOK_FRAMES == 30
+    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in still if f is not None) if a is not None])
+    points = cal.target_points("9", W, H)
+    gaze = np.median(rows[:, :2], 0) - (points - [W / 2, H / 2]) / [W / 2, H / 2] * [18, 11]
+    samples = {k: np.column_stack([rows[k::9, :2] - np.median(rows[:, :2], 0) + g, rows[k::9, 2:]])
+               for k, g in enumerate(gaze)}
+    path = cal.fit(points, samples, cal.ScreenGeometry(W, H, 344, 215, 600), "t", method="affine-gaze").save(tmp_path / "c.json")
+    lines = []
+    teacher = Teacher(cal.Calibration.load(path, W, H), path, log=lines.append)
+    teacher.learner.drift_window.extend([True] * DRIFT_WINDOW)  # as if his last clicks fell outside the gate
+    faces = [f for _, _, f in still if f is not None][:41]
+    look = regression.robust_mean(rows[10:40, :6], openness=rows[10:40, 6])  # his look: the last second of the pause
+    before = teacher.model.predict(look[None])[0]
+    pointer = np.clip(before + [300, -200], 50, [W - 50, H - 50])  # where he looks: the map is off by ~360 px
+    for i, face in enumerate(faces[:40]):
+        assert not teacher.frame(i / 30, face, Decision(i / 30, "paused", pointer), pointer)
+    assert teacher.frame(40 / 30, faces[40], Decision(40 / 30, "moved", pointer), pointer)  # resumed: the look
+    after = teacher.model.predict(look[None])[0]
+    assert any("one look at the pointer" in line for line in lines), lines
+    assert np.hypot(*(before - pointer)) > 200 and np.hypot(*(after - pointer)) < 5, (before, after, pointer)
+    teacher.close()
+    assert json.loads(path.read_text())["learned"]["counts"]["look"] == 1 and not teacher.learner.drift

@@ -138,10 +138,10 @@ class Fit:
         d[:, 0], d[:, 1:] = 1.0, terms
         return [d, d]
 
-    def predict(self, d: list[np.ndarray], beta=None) -> np.ndarray:
+    def predict(self, d: list[np.ndarray], beta=None, on_screen: bool = True) -> np.ndarray:
         beta = self.beta if beta is None else beta
         out = np.stack([d[0] @ beta[0], d[1] @ beta[1]], 1)
-        return out if self._high is None else np.minimum(np.maximum(out, 0.0), self._high)  # on the screen
+        return out if self._high is None or not on_screen else np.minimum(np.maximum(out, 0.0), self._high)
 
     def _inverse(self, C) -> list[np.ndarray]:
         if self.shared:
@@ -311,7 +311,7 @@ class Learner:
         if not np.isfinite(x[self._reads]).all():
             return None
         fit = self.fits[self.current]
-        delta = np.asarray(point, np.float64) - fit.predict(fit.designs(x))[0]
+        delta = np.asarray(point, np.float64) - fit.predict(fit.designs(x), on_screen=False)[0]  # not clipped: all of it
         self._shift(delta)
         for c in self.clicks:
             c["y"] = c["y"] + delta
