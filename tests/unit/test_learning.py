@@ -37,6 +37,18 @@ def _calibration(rng, layout="5"):
     return cal.fit(points, samples, cal.ScreenGeometry(W, H, 527, 296, 600), "t"), look
 
 
+def _learner(seed: int, clicks: int):
+    """A learner on a 5-target calibration that has learned `clicks` right clicks, and its user."""
+    from pipeline.control.learning import Learner
+
+    rng = np.random.default_rng(seed)
+    calib, look = _calibration(rng)
+    learner = Learner(calib)
+    for p in rng.uniform([0, 0], [W, H], (clicks, 2)):
+        learner.observe(look(p)[0][0], p)
+    return learner, look, calib
+
+
 def _grid(n=5):
     xs, ys = np.meshgrid(np.linspace(0.05, 0.95, n) * W, np.linspace(0.05, 0.95, n) * H)
     return np.column_stack([xs.ravel(), ys.ravel()])
@@ -66,13 +78,9 @@ def test_the_learner_starts_on_the_calibration_and_follows_the_user_with_right_c
 
 
 def test_a_click_far_from_the_map_is_refused_and_changes_nothing():
-    from pipeline.control.learning import POINTER, Learner
+    from pipeline.control.learning import POINTER
 
-    rng = np.random.default_rng(1)
-    calib, look = _calibration(rng)
-    learner = Learner(calib)
-    for p in rng.uniform([0, 0], [W, H], (10, 2)):
-        learner.observe(look(p)[0][0], p)
+    learner, look, _ = _learner(1, 10)
     x, _ = look([300, 200])
     beta = [b.copy() for b in learner.fits[learner.current].beta]
     v = learner.observe(x[0], [1600, 900], "hand")  # clicked there while looking at the other corner
@@ -88,13 +96,7 @@ def test_a_click_far_from_the_map_is_refused_and_changes_nothing():
 
 
 def test_a_refit_that_predicts_the_held_back_samples_worse_is_not_kept():
-    from pipeline.control.learning import Learner
-
-    rng = np.random.default_rng(2)
-    calib, look = _calibration(rng)
-    learner = Learner(calib)
-    for p in rng.uniform([0, 0], [W, H], (20, 2)):
-        learner.observe(look(p)[0][0], p)
+    learner, look, _ = _learner(2, 20)
     learner.gate.extend([2000.0] * 20)  # a gate that lets anything through: the check alone decides
     x, _ = look([W - 50, H - 50])
     v = learner.observe(x[0], [W - 50 - 1300, H - 50 - 700])  # a click 1500 px off, at a corner (leverage)
