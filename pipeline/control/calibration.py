@@ -257,7 +257,9 @@ class Calibration:
     learned: dict = field(default_factory=dict)  # learning.Learner.state(): what clicks taught the map
 
     def save(self, path) -> Path:
-        data = {"version": VERSION, "features": list(FEATURES), **asdict(self)}
+        # the dataclasses as dicts; the rest as it is (asdict would deep-copy the learned state, every save)
+        data = {"version": VERSION, "features": list(FEATURES), **vars(self), "screen": asdict(self.screen),
+                "model": asdict(self.model)}
         return atomic_write(path, json.dumps(data, indent=1))  # a crash never leaves half a calibration
 
     @staticmethod

@@ -72,8 +72,10 @@ GATE_WINDOW = 20  # recent residuals the gate reads (median and MAD are steady f
 MIN_GATE = 3  # fewer residuals than this: nothing to judge a click by, it is learned
 MEMORY_PER_TERM = 20  # effective clicks remembered per coefficient of a map (module docstring)
 CHECK_CLICKS = 20  # recent learned clicks the held-back checks and the choice of map read
+CHOICE_EVERY = 4  # learned clicks between reviews of the map in force (a click moves a map's mean
+# leave-one-out error over ~25 rows by ~1/25; reviewing at every click would cost a third of a click's budget)
 DRIFT_WINDOW = 9  # gated clicks; with 1 click in 5 wrong, half of 9 fall outside by chance 2 % of the time
-CLICK_LOG = 200  # clicks kept in the saved state (features, point, verdict): to replay or audit
+CLICK_LOG = 60  # clicks kept in the saved state (features, point, verdict): to replay or audit
 POINTER = "pointer"  # a click where the gaze map put the pointer (not gated: module docstring)
 STATE_VERSION = 1
 NF = len(regression.FEATURES)
@@ -115,24 +117,27 @@ class Fit:
         # both axes read the same terms (every map but the axis-wise one, and an axis kept a level): one
         # precision for both, and the terms computed once (designs)
         self.shared = not any(template.constant) and not template.candidate.axis_wise
+        self.stale = False  # `add` has changed the sums since the map was solved (refresh)
         cand = template.candidate
         self._cols, self._degree = cand.features(template.signal), cand.degree
         self._mean, self._scale = np.asarray(template.mean, np.float64), np.asarray(template.scale, np.float64)
         self._high = None if not template.bounds else np.asarray(template.bounds, np.float64) - 1.0
         self.inv = self._inverse(self.C)  # of the posterior precision L0 + C, per axis
-        self.held: deque = deque(maxlen=CHECK_CLICKS)  # (rows per axis, point, n) of the last clicks learned
+        self.held = [np.zeros((0, len(b))) for b in beta0]  # per axis, the rows of the last clicks learned (Learner.held_y)
         self.targets: list[np.ndarray] | None = None  # the calibration's targets' rows per axis
 
     @property
     def name(self) -> str:
         return self.template.name
 
-    def designs(self, x) -> list[np.ndarray]:
-        """Per axis, the rows [1, terms] its coefficients multiply (GazeModel.designs' terms)."""
+    def designs(self, x, corrected: np.ndarray | None = None) -> list[np.ndarray]:
+        """Per axis, the rows [1, terms] its coefficients multiply (GazeModel.designs' terms);
+        `corrected`: x's corrected rows (GazeModel._corrected), when the caller has them."""
         if not self.shared:
             return _designs(self.template, x)
         x = np.atleast_2d(x)
-        z = (self.template._corrected(x)[:, self._cols] - self._mean) / self._scale
+        corrected = self.template._corrected(x) if corrected is None else corrected
+        z = (corrected[:, self._cols] - self._mean) / self._scale
         terms = z if self._degree < 2 else regression.poly(z, self._degree)
         d = np.empty((len(x), terms.shape[1] + 1))
         d[:, 0], d[:, 1:] = 1.0, terms
@@ -162,23 +167,45 @@ class Fit:
 
     def keep(self, refit) -> None:
         self.C, self.c, self.beta, self.inv = refit
+        self.stale = False
 
-    def check_weights(self, n: int, later: int = 0) -> np.ndarray:
-        """The check rows' weights when n clicks have been learned (`later` clicks more: decayed as
-        many times more): a click's weight decays, a calibration target weighs 1 (in L0)."""
-        w = np.ones(len(self.held) + (0 if self.targets is None else len(self.targets[0])))
-        if self.held:
-            w[:len(self.held)] = [self.memory ** (n + later - k) for _, _, k in self.held]
+    def add(self, d, y) -> None:
+        """One more click in the sums only; `refresh` solves for the map when it is needed."""
+        for a in ((0,) if self.shared else (0, 1)):
+            self.C[a] = self.memory * self.C[a] + np.outer(d[a][0], d[a][0])
+        if self.shared:
+            self.C[1] = self.C[0]
+        self.c = [self.memory * self.c[a] + d[a][0] * y[a] for a in (0, 1)]
+        self.stale = True
+
+    def refresh(self) -> None:
+        if self.stale:
+            self.inv = self._inverse(self.C)
+            self.beta = [self.inv[a] @ (self.eta0[a] + self.c[a]) for a in (0, 1)]
+            self.stale = False
+
+    def check_weights(self, ages: np.ndarray, rows: int) -> np.ndarray:
+        """The weights of the held-back check's `rows` rows, the clicks' `ages` (clicks learned since)
+        first: a click's weight decays, a calibration target weighs 1 (in L0)."""
+        w = np.ones(rows)
+        w[:len(ages)] = self.memory ** ages
         return w
+
+    def hold(self, rows: list[np.ndarray]) -> None:
+        """A learned click's rows join the held-back check's (the oldest of CHECK_CLICKS leaves)."""
+        self.held = [np.concatenate([self.held[a][1 - CHECK_CLICKS:], rows[a]]) for a in ((0,) if self.shared else (0, 1))]
+        if self.shared:
+            self.held.append(self.held[0])
 
     def check_rows(self) -> list[np.ndarray]:
         """The held-back check's rows per axis: the last CHECK_CLICKS learned clicks, then the
         calibration's targets."""
-        parts = [r for r, _, _ in self.held] + ([self.targets] if self.targets is not None else [])
+        if self.targets is None:
+            return self.held
         if self.shared:
-            d = np.concatenate([p[0] for p in parts])
+            d = np.concatenate([self.held[0], self.targets[0]])
             return [d, d]
-        return [np.concatenate([p[a] for p in parts]) for a in (0, 1)]
+        return [np.concatenate([self.held[a], self.targets[a]]) for a in (0, 1)]
 
     def shift(self, delta) -> None:
         """Move the map, its prior and its sums by an offset (px): the intercept term, d[0] = 1."""
@@ -216,11 +243,14 @@ class Learner:
         for f in self.fits:
             f.targets = None if self.anchors_x is None else f.designs(self.anchors_x)
         self.current = 0  # the fit in force
+        self._preference = sorted(range(len(self.fits)), key=lambda i: regression.PREFERENCE[self.fits[i].name])
         self._held_errors = None  # the fit in force's leave-one-out errors on the check rows, while valid
         self.gate = deque(_seed(calibration.validation), maxlen=GATE_WINDOW)
         self.drift_window: deque = deque(maxlen=DRIFT_WINDOW)
         self.clicks: deque = deque(maxlen=CLICK_LOG)  # dicts: x, y, source, reason, residual_px, n (when learned)
         self.n = 0  # clicks learned (the decay's clock)
+        self.held_y, self.held_n = np.zeros((0, 2)), np.zeros(0)  # the held-back check's clicks: points, when learned
+        self._check_y = self._check_points()
         self.counts: Counter = Counter()
         self.offset = np.zeros(2)  # what looks have shifted the map by, px
         if state:
@@ -239,7 +269,8 @@ class Learner:
         y = np.asarray(point, np.float64).reshape(2)
         if not np.isfinite(x[self._reads]).all():
             return self._count(Verdict(False, "no gaze", math.nan, None, source), x, y)
-        rows = [f.designs(x) for f in self.fits]
+        corrected = self.start._corrected(x[None])  # the same leak and signal for every map
+        rows = [f.designs(x, corrected) for f in self.fits]
         fit, d = self.fits[self.current], rows[self.current]
         residual = float(np.hypot(*(fit.predict(d)[0] - y)))
         limit = None if source == POINTER else _limit(self.gate)
@@ -247,16 +278,23 @@ class Learner:
             self.drift_window.append(residual > limit)
             if residual > limit:
                 return self._count(Verdict(False, "far", residual, limit, source), x, y)
-        refits = [f.refit(r, y) for f, r in zip(self.fits, rows)]
-        if self._worse(fit, refits[self.current]):
+        refit = fit.refit(d, y)
+        if self._worse(fit, refit):
             return self._count(Verdict(False, "worse", residual, limit, source), x, y)
         self.n += 1
-        for f, r, refit in zip(self.fits, rows, refits):
-            f.keep(refit)
-            f.held.append((r, y, self.n))
+        for f, r in zip(self.fits, rows):
+            if f is fit:
+                f.keep(refit)
+            else:
+                f.add(r, y)  # solved when the choice of map is next reviewed
+            f.hold(r)
+        self._hold(y, self.n)
         if source != POINTER:
             self.gate.append(residual)
-        self._choose()
+        if self.n % CHOICE_EVERY == 0:
+            self._choose()
+        else:
+            self._held_errors = None
         return self._count(Verdict(True, "learned", residual, limit, source), x, y)
 
     def _count(self, v: Verdict, x, y) -> Verdict:
@@ -269,33 +307,41 @@ class Learner:
         """The fit in force: regression's rule on each fit's held-back errors (module docstring)."""
         if len(self.fits) == 1:
             return
-        ys = self._check_points()
-        errors = {i: _held_back(f.check_rows(), ys, f.beta, f.inv, f.check_weights(self.n)) for i, f in enumerate(self.fits)}
+        ys, ages = self._check_y, self.n - self.held_n
+        for f in self.fits:
+            f.refresh()
+        errors = {i: _held_back(f.check_rows(), ys, f.beta, f.inv, f.check_weights(ages, len(ys)))
+                  for i, f in enumerate(self.fits)}
         scores = {i: float(e.mean()) for i, e in errors.items()}
         limit = regression.band(scores, errors)
-        order = sorted(scores, key=lambda i: regression.PREFERENCE[self.fits[i].name])
-        self.current = next(i for i in order if scores[i] <= limit)
+        self.current = next(i for i in self._preference if scores[i] <= limit)
         self._held_errors = errors[self.current]  # the next click's held-back check starts from it
+
+    def _hold(self, y, n: int) -> None:
+        """A learned click joins the held-back check (the oldest of CHECK_CLICKS leaves)."""
+        self.held_y = np.concatenate([self.held_y, np.reshape(y, (1, 2))])[-CHECK_CLICKS:]
+        self.held_n = np.append(self.held_n, n)[-CHECK_CLICKS:]
+        self._check_y = self._check_points()
 
     def _check_points(self) -> np.ndarray:
         """The points of the held-back check's rows (the same clicks and targets for every fit)."""
-        clicks = [y for _, y, _ in self.fits[0].held]
-        return np.array(clicks + ([] if self.anchors_y is None else list(self.anchors_y))).reshape(-1, 2)
+        return self.held_y if self.anchors_y is None else np.concatenate([self.held_y, self.anchors_y])
 
     def _worse(self, fit: Fit, refit) -> bool:
         """The held-back check (module docstring): `refit` (C, c, beta with the click) against the fit
         as it is, each on the calibration's targets and recent learned clicks left out one at a time."""
-        ys = self._check_points()
+        ys, ages = self._check_y, self.n - self.held_n
         if len(ys) < 2:
             return False
         d, (_, _, beta, inv) = fit.check_rows(), refit
         old = self._held_errors
         if old is None or len(old) != len(ys):
-            old = _held_back(d, ys, fit.beta, fit.inv, fit.check_weights(self.n))
-        new = _held_back(d, ys, beta, inv, fit.check_weights(self.n, later=1))
+            old = _held_back(d, ys, fit.beta, fit.inv, fit.check_weights(ages, len(ys)))
+        new = _held_back(d, ys, beta, inv, fit.check_weights(ages + 1, len(ys)))  # one click later, in the refit
         diff = new - old
-        se = float(diff.std(ddof=1) / np.sqrt(len(diff)))
-        return float(diff.mean()) > max((regression.SIMPLER_WITHIN - 1.0) * float(old.mean()), CLEARLY_WORSE_SE * se)
+        mean = diff.mean()
+        se = math.sqrt(((diff - mean) ** 2).sum() / (len(diff) - 1) / len(diff))
+        return mean > max((regression.SIMPLER_WITHIN - 1.0) * old.mean(), CLEARLY_WORSE_SE * se)
 
     # -- drift and the one-look correction ------------------------------------------------------
 
@@ -323,19 +369,24 @@ class Learner:
         self._held_errors = None
         for f in self.fits:
             f.shift(delta)
-            f.held = deque(((r, y + delta, n) for r, y, n in f.held), maxlen=CHECK_CLICKS)
         if self.anchors_y is not None:
             self.anchors_y = self.anchors_y + delta
+        self.held_y = self.held_y + delta
+        self._check_y = self._check_points()
         self.offset = self.offset + delta
 
     # -- saving -------------------------------------------------------------------------------
 
     def state(self) -> dict:
         """The learned state as JSON-ready data (Calibration.learned)."""
+        for f in self.fits:
+            f.refresh()
         return {"version": STATE_VERSION, "model": _fingerprint(self.start), "n": self.n,
                 "counts": dict(self.counts), "offset_px": self.offset.tolist(), "in_force": self.fits[self.current].name,
                 "fits": [f.state() for f in self.fits], "gate": list(self.gate), "drift": list(self.drift_window),
-                "clicks": [{**c, "x": _listed(c["x"]), "y": _listed(c["y"])} for c in self.clicks]}
+                "clicks": [{**c, "x": _listed(c["x"], 4), "y": _listed(c["y"], 2),
+                            "residual_px": round(c["residual_px"], 1) if math.isfinite(c["residual_px"]) else None}
+                           for c in self.clicks]}
 
     def _restore(self, s: dict) -> None:
         if s.get("version") != STATE_VERSION or s.get("model") != _fingerprint(self.start):
@@ -354,7 +405,8 @@ class Learner:
             self.clicks.append({**c, "x": np.array(c["x"], np.float64), "y": np.array(c["y"], np.float64)})
         for c in [c for c in self.clicks if c["n"] is not None][-CHECK_CLICKS:]:
             for f in self.fits:
-                f.held.append((f.designs(c["x"]), c["y"], c["n"]))
+                f.hold(f.designs(c["x"]))
+            self._hold(c["y"], c["n"])
 
     def summary(self) -> str:
         c = self.counts
@@ -457,11 +509,11 @@ def _limit(residuals) -> float | None:
 def _held_back(d: list[np.ndarray], y: np.ndarray, beta, inv, w) -> np.ndarray:
     """Each row's error (px) predicted by the fit without it: per axis residual / (1 - w h), h the
     row's leverage d' precision^-1 d (Sherman-Morrison; `inv` the inverse precision)."""
-    h = ((d[0] @ inv[0]) * d[0]).sum(1)
-    shrink = [np.maximum(1.0 - w * h, 1e-6)]
-    if inv[1] is not inv[0]:  # the axes read different terms (an axis the calibration kept a level)
-        shrink.append(np.maximum(1.0 - w * ((d[1] @ inv[1]) * d[1]).sum(1), 1e-6))
-    return np.hypot((y[:, 0] - d[0] @ beta[0]) / shrink[0], (y[:, 1] - d[1] @ beta[1]) / shrink[-1])
+    if inv[1] is inv[0]:  # both axes read the same terms: one leverage, both residuals at once
+        e = (y - d[0] @ np.column_stack(beta)) / np.maximum(1.0 - w * ((d[0] @ inv[0]) * d[0]).sum(1), 1e-6)[:, None]
+        return np.sqrt((e * e).sum(1))
+    shrink = [np.maximum(1.0 - w * ((d[a] @ inv[a]) * d[a]).sum(1), 1e-6) for a in (0, 1)]
+    return np.hypot((y[:, 0] - d[0] @ beta[0]) / shrink[0], (y[:, 1] - d[1] @ beta[1]) / shrink[1])
 
 
 def _anchors(calibration) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -472,8 +524,8 @@ def _anchors(calibration) -> tuple[np.ndarray | None, np.ndarray | None]:
     return x, np.asarray(a["points"], np.float64)
 
 
-def _listed(v) -> list:
-    return [None if not np.isfinite(e) else float(e) for e in np.asarray(v, np.float64).ravel()]
+def _listed(v, digits: int) -> list:
+    return [None if not np.isfinite(e) else round(float(e), digits) for e in np.asarray(v, np.float64).ravel()]
 
 
 def _fingerprint(model: GazeModel) -> list:

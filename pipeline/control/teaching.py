@@ -28,7 +28,7 @@ from pipeline.control import calibration as cal
 from pipeline.control import regression
 from pipeline.control.learning import NF, POINTER, Learner
 
-SAVE_EVERY = 20  # clicks between saves; a crash loses at most these
+SAVE_EVERY = 100  # clicks between saves (each a few ms); a crash loses at most these (a few minutes of clicking)
 LOOK_FRAMES = 30  # paused frames a look is read from: about the last second before resuming
 OWN_CLICK_PX, OWN_CLICK_S = 2.0, 1.0  # a heard press this near one of the app's own clicks is that click
 
