@@ -149,7 +149,7 @@ class Pipeline:
         """A photo's landmarks from the region their own landmarks give (what tracking does on the
         next video frame), `still_passes` times (a landmarks stage parameter; 0 without one); the
         face keeps its detector box."""
-        for _ in range(getattr(self.landmarks, "still_passes", 0)):
+        for _ in range(getattr(self.landmarks.params, "still_passes", 0)):
             region = self.landmarks.next_face(result.landmarks, image.shape)
             again = self._with_landmarks(image, region, ms) if region is not None else None
             if again is None:
