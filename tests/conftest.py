@@ -30,6 +30,8 @@ ENABLE = {
     "xdotool": "sudo apt-get install xvfb xdotool",
     "chromium": "sudo apt-get install chromium",
     "playwright": 'pip install -e ".[dev]"',
+    # the real Open Gaze API and LSL clients tests/test_serve.py runs (PyGaze needs lxml and pygame)
+    **{m: 'pip install -e ".[dev]"' for m in ("pygaze", "lxml", "pygame", "pylsl")},
 }
 
 
