@@ -146,12 +146,17 @@ def tracker_display(server, client, cmd):
 
 # -- calibration -----------------------------------------------------------------------------
 def set_calibrate_start(server, client, cmd):
+    """STATE 1 starts a run (one already running for this client goes on: a repeated command is
+    not a restart); STATE 0 stops it. Another client's START takes the run over."""
     state, cal = _state(cmd), server.calibration
     if state is None or (state and not cal.points):
         return og.nack(cmd.id)
-    if cal.task is not None and not cal.task.done():
+    running = cal.task is not None and not cal.task.done()
+    if state and running and cal.owner is client:
+        return og.ack(cmd.id, _flag(True))
+    if running:
         cal.task.cancel()
-        server.log(f"calibration {'restarted' if state else 'stopped'} by {client}")
+        server.log(f"calibration {'taken over' if state else 'stopped'} by {client}")
     client.outbox.reply(og.ack(cmd.id, _flag(state)))  # before the first CAL record
     if state:
         cal.run, cal.owner = calibrate.Run(list(cal.points), cal.delay, cal.timeout), client
@@ -200,11 +205,15 @@ def set_points(default):
 
 
 def add_point(server, client, cmd):
+    """A point already in the list is not added again: a client that sends a command twice (PyGaze
+    sends it again when its ACK is slow) gets the same list, not an extra target."""
     x, y = _number(cmd, "X", 0.0, 1.0), _number(cmd, "Y", 0.0, 1.0)
     if x is None or y is None:
         return og.nack(cmd.id)
-    server.calibration.points.append((x, y))
-    return og.ack(cmd.id, og.points(server.calibration.points))
+    points = server.calibration.points
+    if not any(abs(x - px) < 1e-4 and abs(y - py) < 1e-4 for px, py in points):
+        points.append((x, y))
+    return og.ack(cmd.id, og.points(points))
 
 
 def get_points(server, client, cmd):

@@ -27,7 +27,7 @@ from pipeline.serve import calibrate, handlers
 from pipeline.serve import opengaze as og
 from pipeline.serve.options import ServeOptions
 from pipeline.serve.records import GazeSample, GazeStream
-from pipeline.serve.state import MAX_REPLIES, Backlog, CalibrationState, Client, Outbox, UserData
+from pipeline.serve.state import MAX_REPLIES, Backlog, CalibrationState, Client, Latency, Outbox, UserData
 
 LINE_LIMIT = 65536  # characters of one element a client may send
 SEND_BUFFER = 32768  # bytes of a client's records held by the kernel (doubled there) and by asyncio (half)
@@ -58,12 +58,14 @@ class OpenGazeServer:
         self.numbers = itertools.count(1)
         self.first_sample = asyncio.Event()
         self.samples = 0
+        self.latency = Latency()
 
     # -- the stream side ---------------------------------------------------------------------
     def publish(self, sample: GazeSample) -> None:
         """A new sample: to the calibration run, then a REC to every client that asked for data."""
         self.samples += 1
         self.first_sample.set()
+        self.latency.ready.append((time.perf_counter_ns() - sample.tick) / 1e6)
         if self.calibration.run is not None:
             self.calibration.run.collect(sample)
         if self.lsl is not None:
@@ -75,7 +77,7 @@ class OpenGazeServer:
             key = frozenset(client.groups)
             if key not in lines:
                 lines[key] = og.record(fields, key)
-            if client.outbox.record(lines[key]) and client.outbox.dropped == 1:
+            if client.outbox.record(lines[key], sample.tick) and client.outbox.dropped == 1:
                 self.log(f"{client} does not keep up: its oldest records are dropped (at most {self.options.queue} "
                          "queued); the count is logged when it leaves")
 
@@ -128,7 +130,11 @@ class OpenGazeServer:
     async def _write(self, client: Client) -> None:
         try:
             while True:
-                client.writer.write(await client.outbox.take())
+                data, ticks = await client.outbox.take()
+                client.writer.write(data)
+                if client.writer.transport.get_write_buffer_size() == 0:  # all of it in the kernel's hands now
+                    now = time.perf_counter_ns()
+                    self.latency.sent.extend((now - tick) / 1e6 for tick in ticks)
                 await client.writer.drain()
         except (ConnectionError, OSError):
             client.writer.transport.abort()

@@ -33,10 +33,11 @@ class ServeSummary:
     clients: int = 0
     stopped_by: str = "end of input"
     seconds: float = 0.0
+    latency: str = ""  # the records' latency, in words (state.Latency.line)
 
     def line(self) -> str:
         return (f"{self.samples} samples served to {self.clients} client(s) in {self.seconds:.0f} s; "
-                f"stopped by {self.stopped_by}")
+                f"stopped by {self.stopped_by}{'; ' + self.latency if self.latency else ''}")
 
 
 def open_stream(options: ServeOptions, screen: tuple[int, int], log=print) -> GazeStream:
@@ -147,6 +148,7 @@ async def _serve(server: OpenGazeServer, stream: GazeStream, options: ServeOptio
     if failure:
         raise failure[0]
     summary.samples, summary.clients, summary.seconds = server.samples, next(server.numbers) - 1, time.monotonic() - start
+    summary.latency = server.latency.line()
     return summary
 
 

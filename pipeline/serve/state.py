@@ -21,7 +21,7 @@ class Outbox:
 
     def __init__(self, max_records: int):
         self.replies: deque[bytes] = deque()
-        self.records: deque[bytes] = deque(maxlen=max_records)
+        self.records: deque[tuple[bytes, int]] = deque(maxlen=max_records)  # (line, its frame's capture tick)
         self.dropped = 0
         self.ready = asyncio.Event()
 
@@ -31,21 +31,41 @@ class Outbox:
         self.replies.append(line)
         self.ready.set()
 
-    def record(self, line: bytes) -> bool:
+    def record(self, line: bytes, tick: int) -> bool:
         """Queue a record; True when the queue was full and its oldest record was dropped."""
         full = len(self.records) == self.records.maxlen
         self.dropped += full
-        self.records.append(line)
+        self.records.append((line, tick))
         self.ready.set()
         return full
 
-    async def take(self) -> bytes:
+    async def take(self) -> tuple[bytes, list[int]]:
+        """What is pending, replies first, and the capture ticks of the records in it."""
         await self.ready.wait()
         self.ready.clear()
-        data = b"".join(self.replies) + b"".join(self.records)
+        data = b"".join(self.replies) + b"".join(line for line, _ in self.records)
+        ticks = [tick for _, tick in self.records]
         self.replies.clear()
         self.records.clear()
-        return data
+        return data, ticks
+
+
+class Latency:
+    """How long records took from their frame's capture (ms), the last `keep` of them: to the
+    server's loop (`ready`) and out of the socket (`sent`: the kernel took the bytes)."""
+
+    def __init__(self, keep: int = 100_000):
+        self.ready: deque[float] = deque(maxlen=keep)
+        self.sent: deque[float] = deque(maxlen=keep)
+
+    def line(self) -> str:
+        import numpy as np
+
+        if not self.sent:
+            return ""
+        ready, sent = np.percentile(self.ready, (50, 99)), np.percentile(self.sent, (50, 99))
+        return (f"capture to REC out of the socket: p50 {sent[0]:.1f} ms, p99 {sent[1]:.1f} ms over {len(self.sent)} "
+                f"records (to the server's loop: p50 {ready[0]:.1f}, p99 {ready[1]:.1f})")
 
 
 @dataclass(eq=False)
