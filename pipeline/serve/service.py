@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.control import calibration as cal
@@ -54,7 +54,7 @@ def open_stream(options: ServeOptions, screen: tuple[int, int], log=print) -> Ga
     if calibration is not None:
         cal.check_signals(pipe, cal.needs(calibration.model), f"calibration {path}")
     source = open_source(options.input, max_frames=options.max_frames, flip=options.flip)
-    return GazeStream(pipe, source, calibration, options.stream)
+    return GazeStream(pipe, source, calibration, replace(options.stream, pace=True))  # a video stands in for a camera
 
 
 def saved_calibration(options: ServeOptions, screen: tuple[int, int], log=print):
@@ -102,7 +102,10 @@ def check_host(host: str, log=print) -> None:
 
 
 def serve(options: ServeOptions, log=print) -> ServeSummary:
-    """Serve until stopped; the summary of what was served."""
+    """Serve until stopped; the summary of what was served. A setting it cannot take is a
+    ConfigError naming it (serve.port)."""
+    for problem in options.check() + options.stream.check():
+        raise problem.error()
     check_host(options.host, log)
     screen = options.screen_size or display_size(log)
     stream = open_stream(options, screen, log)
