@@ -533,26 +533,16 @@ def _killed_mid_calibration(served) -> None:
 def test_calibrate_show_draws_the_targets_full_screen(tmp_path):
     """CALIBRATE_SHOW 1: the server draws each target itself, on its display (a private Xvfb here),
     in the gaze mouse's full-screen calibration window, and takes it down after the run."""
-    from conftest import need_tool
+    from conftest import need_tool, private_display
     from pipeline.serve.targets import TargetWindow
 
-    need_tool("Xvfb")
     need_tool("xdotool")
-    r, w = os.pipe()
-    xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
-                            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(w)
-    with os.fdopen(r) as f:
-        display = f":{f.readline().strip()}"
-    old = os.environ.get("DISPLAY")
-    os.environ["DISPLAY"] = display
-    try:
+    with private_display(800, 600):
         window = TargetWindow((800, 600))
         window.show(0.2, 0.3)
-        found = ""
+        found = []
         for _ in range(50):
-            found = subprocess.run(["xdotool", "search", "--name", "edgegaze calibration"], capture_output=True,
-                                   text=True).stdout.split()
+            found = _windows("edgegaze calibration")
             if found:
                 break
             time.sleep(0.1)
@@ -560,15 +550,11 @@ def test_calibrate_show_draws_the_targets_full_screen(tmp_path):
         geometry = subprocess.run(["xdotool", "getwindowgeometry", found[0]], capture_output=True, text=True).stdout
         assert "800x600" in geometry, geometry
         window.close()
-        assert not subprocess.run(["xdotool", "search", "--name", "edgegaze calibration"], capture_output=True,
-                                  text=True).stdout.split()
-    finally:
-        if old is None:
-            os.environ.pop("DISPLAY", None)
-        else:
-            os.environ["DISPLAY"] = old
-        xvfb.terminate()
-        xvfb.wait(timeout=10)
+        assert not _windows("edgegaze calibration")
+
+
+def _windows(name: str) -> list[str]:
+    return subprocess.run(["xdotool", "search", "--name", name], capture_output=True, text=True).stdout.split()
 
 
 def test_sigterm_closes_every_client_and_saves_nothing_half_written(served):

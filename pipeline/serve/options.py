@@ -6,22 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.control.options import _screen_size
 from pipeline.settings import Options, section, setting
 from pipeline.spec import PipelineSpec
 
 DEFAULT_PORT = 4242  # Gazepoint's; PyGaze's libopengaze connects to 127.0.0.1:4242 and nowhere else
 RECORDS = "records"
-
-
-def _screen_size(text: str) -> tuple[int, int]:
-    """WIDTHxHEIGHT, e.g. 1920x1080."""
-    try:
-        size = tuple(int(v) for v in text.lower().split("x"))
-        if len(size) == 2 and min(size) > 0:
-            return size
-    except ValueError:
-        pass
-    raise ValueError(f"must be WIDTHxHEIGHT, e.g. 1920x1080, not {text!r}")
 
 
 @dataclass(frozen=True)
