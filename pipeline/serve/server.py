@@ -70,12 +70,12 @@ class OpenGazeServer:
             self.calibration.run.collect(sample)
         if self.lsl is not None:
             self.lsl.push(sample, self._calibrated_screen())
-        fields, lines = og.record_fields(sample, self.user.take()), {}
-        for client in list(self.clients.values()):
-            if not client.sending:
-                continue
+        user, lines = self.user.take(), {}
+        sending = [c for c in self.clients.values() if c.sending]
+        fields = og.record_fields(sample, user) if sending else {}
+        for client in sending:
             key = frozenset(client.groups)
-            if key not in lines:
+            if key not in lines:  # clients that enabled the same groups share one formatted line
                 lines[key] = og.record(fields, key)
             if client.outbox.record(lines[key], sample.tick) and client.outbox.dropped == 1:
                 self.log(f"{client} does not keep up: its oldest records are dropped (at most {self.options.queue} "
