@@ -130,7 +130,8 @@ def summarize(rows: list[dict], clients: int) -> dict:
     return {"clients": clients, "records": len(lat), "latency_p50_ms": float(np.percentile(lat, 50)),
             "latency_p99_ms": float(np.percentile(lat, 99)), "latency_max_ms": float(lat.max()),
             "cpu_core_pct_served": float(cpu_n), "cpu_core_pct_idle": float(cpu_0), "cpu_ratio": float(cpu_n / cpu_0),
-            "cpu_ms_per_frame_served": float(per_n), "cpu_ms_per_frame_idle": float(per_0)}
+            "cpu_ms_per_frame_served": float(per_n), "cpu_ms_per_frame_idle": float(per_0),
+            "cpu_per_frame_ratio": float(per_n / per_0)}
 
 
 def figure(rows: list[dict], summary: dict, frame_ms: float):
@@ -193,7 +194,8 @@ def write(out: Path, rows: list[dict], summary: dict, args, load_before) -> None
     print(f"latency at the clients p50 {summary['latency_p50_ms']:.1f} ms, p99 {summary['latency_p99_ms']:.1f} ms; out of "
           f"the server's socket p50 {summary.get('socket_p50_ms', math.nan):.1f}, p99 {summary.get('socket_p99_ms', math.nan):.1f}"
           f" (one frame at 30 fps: 33.3 ms); server CPU {summary['cpu_core_pct_served']:.1f} % of a core with {args.clients} clients, "
-          f"{summary['cpu_core_pct_idle']:.1f} % with none ({summary['cpu_ratio']:.2f}x)")
+          f"{summary['cpu_core_pct_idle']:.1f} % with none ({summary['cpu_ratio']:.2f}x; per frame served "
+          f"{summary['cpu_per_frame_ratio']:.2f}x)")
     payload = {"machine": info, "video": args.video, "seconds": args.seconds, "summary": summary,
                "rows": [{k: v for k, v in r.items() if k != "latencies"} for r in rows]}
     intro = [f"`edgegaze serve --input {Path(args.video).name} --loop` (a {fps:.0f} fps camera's stand-in; the frames "
@@ -207,8 +209,10 @@ def write(out: Path, rows: list[dict], summary: dict, args, load_before) -> None
              f"{summary.get('socket_p50_ms', math.nan):.1f} ms, p99 {summary.get('socket_p99_ms', math.nan):.1f} ms, of "
              f"which capture to the sample on the server's loop (the pipeline's work and the hand-off): p50 "
              f"{summary.get('loop_p50_ms', math.nan):.1f} ms, p99 {summary.get('loop_p99_ms', math.nan):.1f} ms. Server CPU: {summary['cpu_core_pct_served']:.1f} % of a core with {args.clients} clients, "
-             f"{summary['cpu_core_pct_idle']:.1f} % with none ({summary['cpu_ratio']:.2f}x); per frame "
-             f"{summary['cpu_ms_per_frame_served']:.2f} against {summary['cpu_ms_per_frame_idle']:.2f} ms."]
+             f"{summary['cpu_core_pct_idle']:.1f} % with none ({summary['cpu_ratio']:.2f}x); per frame served "
+             f"{summary['cpu_ms_per_frame_served']:.2f} against {summary['cpu_ms_per_frame_idle']:.2f} ms "
+             f"({summary['cpu_per_frame_ratio']:.2f}x: the windows served different numbers of frames where the "
+             "machine was busy)."]
     write_results(out, "serve", payload, "# edgegaze serve\n\n" + "\n\n".join(intro) + "\n\n"
                   + markdown_table(payload["rows"], COLUMNS))
     caption = ("Left: the share of records that reached a client within a given time of their frame's capture (all "

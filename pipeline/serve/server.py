@@ -1,7 +1,7 @@
 """The Open Gaze API server: one asyncio loop serving every client, fed by the record stream.
 
 The shape protocol servers people trust keep (Gazepoint's own, Redis, LSL's outlets): the record
-stream runs on a thread of its own (serve.py) and hands each sample to the loop without waiting
+stream runs on a thread of its own (service.py) and hands each sample to the loop without waiting
 (`publish`, through call_soon_threadsafe); each client has one reader task, one writer task and an
 `Outbox`: its replies (ACK, NACK, CAL: never dropped) and a bounded queue of records, whose oldest
 are dropped when the client falls behind, counted and logged. A client that never reads costs its
