@@ -208,7 +208,10 @@ def _params_problems(spec: PipelineSpec) -> tuple[PipelineSpec, list[Problem]]:
         for key, value in c.params.items():
             role = _declaring_part(cls, parts, key)
             if role is not None:  # a composition's parameter that one of its parts declares is that part's
-                parts[role] = replace(parts[role], params={key: value, **parts[role].params})
+                before = len(found)
+                value = _read(class_of(parts[role]), c.id, key, value, found)  # a problem names it as given
+                if len(found) == before:
+                    parts[role] = replace(parts[role], params={key: value, **parts[role].params})
             else:
                 own[key] = _read(cls, c.id, key, value, found)
         return replace(c, params=own, parts={role: typed(p) for role, p in parts.items()})
