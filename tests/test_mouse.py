@@ -89,14 +89,16 @@ def still(zoo_ready):
     return _results(WEBCAM, STILL)
 
 
-def _controller(pg, mode="head", filtered=True, **kw):
+def _controller(pg, mode="head", filtered=True, clicks=None, **kw):
+    from pipeline.control import modes
     from pipeline.control.filters import PointFilter
-    from pipeline.control.mapping import Mapper
-    from pipeline.control.mouse import MouseController, PyAutoGUIBackend
+    from pipeline.control.mouse import ClickConfig, MouseController, PyAutoGUIBackend, standard_triggers
 
     backend = PyAutoGUIBackend()
     pg.moveTo(W // 2, H // 2)
-    return MouseController(backend, Mapper(mode, backend.screen), PointFilter() if filtered else None, **kw)
+    technique = modes.build(modes.PointerOptions(mode=mode), modes.Context(backend.screen, px_per_deg=40.0))
+    return MouseController(backend, technique, PointFilter() if filtered else None,
+                           triggers=standard_triggers(clicks or ClickConfig()), **kw)
 
 
 def _drive(pg, controller, results):

@@ -18,11 +18,14 @@ import numpy as np
 from pipeline.arguments import pipeline_from_args
 from pipeline.control import calibration as cal
 from pipeline.control import ui
-from pipeline.control.clicks import closed_eyes_source
+from pipeline.control.clicks import EyeClosure, closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
-from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
-from pipeline.control.mouse import FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend
+from pipeline.control import modes
+from pipeline.control.mapping import MappingConfig, MotionConfig, px_per_degree
+from pipeline.control.mouse import (FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend,
+                                    standard_triggers)
+from pipeline.control.pointer import Need
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
 from pipeline.paths import check_writable_file
@@ -43,7 +46,7 @@ class MouseSummary:
         d = controller.step(fr.timestamp, _face(fr))
         self.move_ms_max = max(self.move_ms_max, (time.perf_counter() - t) * 1e3)
         for event in d.events:
-            log(f"{event}d (eyes closed)")
+            log(f"{event}d (eyes closed)" if event in ("pause", "resume") else event)
         self.frames += 1
         self.states[d.state] += 1
         self.clicks += d.click is not None
@@ -174,8 +177,8 @@ def calibrate_until_good(o: MouseOptions, pipeline, open_frames, geometry, log=p
 def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     from pipeline.sources import open_source
 
-    if o.mode not in ("gaze", "head", "relative"):
-        raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
+    if o.mode not in modes.MODES:
+        raise EdgegazeError(f"--mode must be one of {', '.join(modes.MODES)}, not {o.mode!r}")
     if o.record:  # before the run, not when the trajectory is saved at its end
         check_writable_file(o.record, make_folders=True, input_path=o.input)
     if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
@@ -187,7 +190,7 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     advice = cal.IN_A_BUNDLE if profile is not None and profile.bundled else cal.RUN_ITS_SET  # for another gaze stage's calibration
     _gaze_signals(o, pipeline, calib, log, advice)
     source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
-    if o.mode == "gaze" and calib is None:
+    if o.mode in modes.gaze_modes() and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
             return source if source.kind == "camera" else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
 
@@ -196,12 +199,42 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         log(f"saved {calib_path}")
         _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
-    mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
-    controller = MouseController(
-        backend, Mapper(o.mode, backend.screen, mapping, calib.model if calib is not None else None),
-        PointFilter(o.min_cutoff, o.beta, freq=source.fps) if o.filter else None,
-        MotionConfig(o.dead_zone_px, o.max_speed_px_s), o.clicks, o.min_confidence, o.pause_gesture_s)
+    controller = build_controller(o, backend, pipeline, calib, source.fps)
     return _drive(o, pipeline, source, controller, log)
+
+
+def pointer_options(o: MouseOptions) -> modes.PointerOptions:
+    """The mode and its helpers' options as the mouse's options give them."""
+    mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
+    given = getattr(o, "pointer", None) or modes.PointerOptions()
+    return modes.PointerOptions(**{**given.__dict__, "mode": o.mode, "mapping": mapping})
+
+
+def build_controller(o: MouseOptions, backend, pipeline, calib: cal.Calibration | None, fps: float,
+                     view=None) -> MouseController:
+    """The pointer of `o`: its technique (modes.build) on this screen and calibration, the filter,
+    the motion shaping and the triggers; `view`: zoom-to-click's magnifier (ui.Magnifier)."""
+    po = pointer_options(o)
+    _check_needs(po.mode, pipeline)
+    geometry = calib.screen if calib is not None else _geometry(o, backend)
+    context = modes.Context(backend.screen, px_per_degree(geometry.mm_per_px(), geometry.distance_mm),
+                            calib.model if calib is not None else None,
+                            (calib.validation or {}).get("mean_error_px") if calib is not None else None)
+    technique = modes.build(po, context, view)
+    return MouseController(backend, technique, PointFilter(o.min_cutoff, o.beta, freq=fps) if o.filter else None,
+                           MotionConfig(o.dead_zone_px, o.max_speed_px_s),
+                           standard_triggers(o.clicks, o.pause_gesture_s, technique if po.zoom else None),
+                           o.min_confidence, EyeClosure(o.clicks.eye_open_threshold, o.clicks.lid_closed_ratio,
+                                                        o.clicks.ear_threshold))
+
+
+def _check_needs(mode: str, pipeline) -> None:
+    """A mode whose pipeline lacks a stage it reads stops before the first frame."""
+    stage = {Need.HEAD_POSE: "head_pose", Need.GAZE: "gaze"}
+    for need in modes.MODES[mode].needs:
+        if need in stage and stage[need] not in pipeline.back:
+            raise EdgegazeError(f"--mode {mode} reads the {need}, and this pipeline has no {stage[need]} stage; "
+                                f"run a model set with one (the default set has both)")
 
 
 def _load_profile(path: str | None):
@@ -215,7 +248,7 @@ def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log,
     then those the calibration reads (none outside gaze mode), plus the iris model for its eyelids
     where --blink needs them; so a calibration that reads the OMZ network alone never runs the
     iris model. Then whether anything sees closed eyes for blink clicks and the eyes-closed pause."""
-    if o.mode == "gaze" and calib is None:
+    if o.mode in modes.gaze_modes() and calib is None:
         cal.use_signals(pipeline)
     else:
         wanted = cal.needs(calib.model) if calib is not None else ()
@@ -238,7 +271,7 @@ def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None)
     """Gaze mode: the saved calibration (unless --recalibrate) and where a new one is saved;
     without one, a live calibration needs a display. --calibration FILE comes first, then the one a
     bundle carries (`bundled`), then the user's own for this screen."""
-    if o.mode != "gaze":
+    if o.mode not in modes.gaze_modes():
         return None, None
     calib_path = Path(o.calibration) if o.calibration else cal.default_path(screen.width, screen.height, o.user)
     saved = Path(bundled) if bundled and not o.calibration else calib_path

@@ -1,0 +1,72 @@
+"""`gaze+head`: the gaze jumps the pointer near the target, small head turns put it on the target
+(MAGIC pointing, Zhai, Morimoto & Ihde, CHI 1999, with the head as the fine-tuning device).
+
+When the calibrated gaze point lands outside the hold circle (a saccade away), the pointer jumps
+there, and the circle is drawn anew around that landing point. Inside it gaze no longer moves the
+pointer: the head does, by `gain` px per degree turned from the pose it had at the jump, through
+the filter like any other target. So the user looks at a button (the pointer lands within this
+user's gaze error of it) and nods it onto the button while still looking at it.
+
+The circle's radius follows this user's own calibration: `hold_factor` times the mean error of its
+leave-one-target-out validation, so a user whose gaze lands 300 px off is not thrown back to the
+wrong spot while turning the head 300 px, and a precise user's gaze still jumps to a near target.
+The head's gain makes a `fine_range_deg` turn cover that radius, so the fine-tuning's reach and
+resolution follow the same error. Both defaults were chosen on bench_pointing's simulated user
+(docs/gaze_mouse.md): nothing in them is fitted to one user's session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.control.gaze import GazePointer
+from pipeline.control.head import HeadPointer
+from pipeline.control.mapping import head_angles
+from pipeline.control.pointer import Hold, Need, Sample, Target
+
+
+@dataclass
+class GazeHeadOptions:
+    hold_factor: float = 2.5  # hold circle radius = this x the calibration's mean error (px)
+    hold_px: float | None = None  # a fixed radius instead (px)
+    fine_range_deg: float = 10.0  # the head turn that moves the pointer across the radius
+    jump_frames: int = 2  # gaze points outside the circle on this many frames in a row: a jump
+
+
+def hold_radius(options: GazeHeadOptions, calibration_error_px: float | None, px_per_deg: float) -> float:
+    """The hold circle's radius, px: fixed, or from the calibration's error (3 deg where it has none)."""
+    if options.hold_px:
+        return float(options.hold_px)
+    error = calibration_error_px if calibration_error_px and calibration_error_px > 0 else 3.0 * px_per_deg
+    return options.hold_factor * error
+
+
+class GazeHeadPointer:
+    """A composite of the gaze technique (where to jump) and the head technique's reading (the fine turn)."""
+
+    name = "gaze+head"
+    needs = frozenset({Need.CALIBRATION, Need.HEAD_POSE, Need.GAZE})
+
+    def __init__(self, gaze: GazePointer, head: HeadPointer, radius_px: float, options: GazeHeadOptions | None = None):
+        self.gaze, self.head, self.options = gaze, head, options or GazeHeadOptions()
+        self.radius = float(radius_px)
+        self.gain = self.radius / self.options.fine_range_deg  # px per degree of head turn
+        self.reset()
+
+    def reset(self) -> None:
+        self.anchor: np.ndarray | None = None  # where the gaze landed at the last jump: the circle's centre
+        self._pose0: np.ndarray | None = None  # the head's pose then
+        self._outside: list[np.ndarray] = []
+
+    def __call__(self, s: Sample) -> Target | Hold:
+        g, h = self.gaze.point(s.face), head_angles(s.face)
+        if g is None or h is None:
+            return Hold("no_signal")
+        outside = self.anchor is None or np.hypot(*(g - self.anchor)) > self.radius
+        self._outside = self._outside + [g] if outside else []
+        if self.anchor is None or len(self._outside) >= self.options.jump_frames:
+            self.anchor, self._pose0 = np.median(self._outside, axis=0), h
+            self._outside = []
+            return Target(self.anchor, jump=True)
+        return Target(self.anchor + self.head.direction * self.gain * (h - self._pose0))
