@@ -308,15 +308,16 @@ class Row:
     """One line of the bench: a mode, its helpers and its click trigger."""
 
     name: str
-    pointer: modes.PointerOptions
+    mode: modes.Mode
     clicks: ClickConfig
+    pointer: modes.PointerOptions = field(default_factory=modes.PointerOptions)
     blink_click: bool = False  # the person blinks to click when the pointer is on the target
 
 
 def controller(row: Row, bench: Bench, calibration_error_px: float) -> MouseController:
     backend = DryRunBackend(bench.screen)
     context = modes.Context(bench.screen, bench.px_per_deg, linear_calibration(bench), calibration_error_px)
-    technique = modes.build(row.pointer, context)
+    technique = modes.build(row.mode, row.pointer, context)
     zoom = technique if row.pointer.zoom else None
     return MouseController(backend, technique, PointFilter(freq=FPS), triggers=standard_triggers(row.clicks, None, zoom))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,7 @@ from pipeline.control.clicks import EyeClosure, closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
 from pipeline.control import modes
-from pipeline.control.mapping import MappingConfig, MotionConfig, px_per_degree
+from pipeline.control.mapping import px_per_degree
 from pipeline.control.mouse import (FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend,
                                     standard_triggers)
 from pipeline.control.pointer import Need
@@ -174,7 +174,20 @@ def calibrate_until_good(o: MouseOptions, pipeline, open_frames, geometry, log=p
                         f"or camera position, or allow more with --max-calibration-error DEG")
 
 
-def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
+@dataclass
+class Prepared:
+    """What a run of the mouse needs before its first frame."""
+
+    backend: object
+    pipeline: object
+    source: object
+    calibration: cal.Calibration | None
+
+
+def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=None) -> Prepared:
+    """Check the options, open the pointer, find the calibration, build the pipeline and open the
+    input; a gaze mode without a calibration calibrates live first (`calibrate`), or is refused.
+    `before_models(backend)` checks what depends on the screen before any model is compiled."""
     from pipeline.sources import open_source
 
     if o.mode not in modes.MODES:
@@ -184,8 +197,10 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
         cal.ScreenGeometry.load(o.screen_json)
     backend = open_backend(o.dry_run, o.screen_size)
+    if before_models is not None:
+        before_models(backend)
     profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
-    calib, calib_path = _saved_calibration(o, backend.screen, log, profile and profile.calibration)  # before any compile
+    calib, calib_path = _saved_calibration(o, backend.screen, log, profile and profile.calibration, calibrate)
     pipeline = _pipeline(o.pipeline, profile, o.params)
     advice = cal.IN_A_BUNDLE if profile is not None and profile.bundled else cal.RUN_ITS_SET  # for another gaze stage's calibration
     _gaze_signals(o, pipeline, calib, log, advice)
@@ -199,33 +214,31 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         log(f"saved {calib_path}")
         _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
-    controller = build_controller(o, backend, pipeline, calib, source.fps)
-    return _drive(o, pipeline, source, controller, log)
+    return Prepared(backend, pipeline, source, calib)
 
 
-def pointer_options(o: MouseOptions) -> modes.PointerOptions:
-    """The mode and its helpers' options as the mouse's options give them."""
-    mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
-    given = getattr(o, "pointer", None) or modes.PointerOptions()
-    return modes.PointerOptions(**{**given.__dict__, "mode": o.mode, "mapping": mapping})
+def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
+    p = prepare(o, log)
+    view = ui.Magnifier() if o.pointer.zoom and p.backend.name == "pyautogui" else None
+    controller = build_controller(o, p.backend, p.pipeline, p.calibration, p.source.fps, view)
+    return _drive(o, p.pipeline, p.source, controller, log)
 
 
 def build_controller(o: MouseOptions, backend, pipeline, calib: cal.Calibration | None, fps: float,
                      view=None) -> MouseController:
     """The pointer of `o`: its technique (modes.build) on this screen and calibration, the filter,
     the motion shaping and the triggers; `view`: zoom-to-click's magnifier (ui.Magnifier)."""
-    po = pointer_options(o)
-    _check_needs(po.mode, pipeline)
+    _check_needs(o.mode, pipeline)
     geometry = calib.screen if calib is not None else _geometry(o, backend)
     context = modes.Context(backend.screen, px_per_degree(geometry.mm_per_px(), geometry.distance_mm),
                             calib.model if calib is not None else None,
-                            (calib.validation or {}).get("mean_error_px") if calib is not None else None)
-    technique = modes.build(po, context, view)
-    return MouseController(backend, technique, PointFilter(o.min_cutoff, o.beta, freq=fps) if o.filter else None,
-                           MotionConfig(o.dead_zone_px, o.max_speed_px_s),
-                           standard_triggers(o.clicks, o.pause_gesture_s, technique if po.zoom else None),
-                           o.min_confidence, EyeClosure(o.clicks.eye_open_threshold, o.clicks.lid_closed_ratio,
-                                                        o.clicks.ear_threshold))
+                            (calib.validation or {}).get("mean_error_px") if calib is not None else None,
+                            replace(o.mapping, mirror=o.flip or o.mapping.mirror))
+    technique = modes.build(o.mode, o.pointer, context, view)
+    m, c = o.motion, o.clicks
+    return MouseController(backend, technique, PointFilter(m.min_cutoff, m.beta, freq=fps) if m.filter else None, m,
+                           standard_triggers(c, o.pause_gesture_s, technique if o.pointer.zoom else None),
+                           o.min_confidence, EyeClosure(c.eye_open_threshold, c.lid_closed_ratio, c.ear_threshold))
 
 
 def _check_needs(mode: str, pipeline) -> None:
@@ -267,10 +280,12 @@ def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log,
             "hotkey, or add --blink (runs the iris model, whose eyelids see a closure)")
 
 
-def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None) -> tuple[cal.Calibration | None, Path | None]:
-    """Gaze mode: the saved calibration (unless --recalibrate) and where a new one is saved;
-    without one, a live calibration needs a display. --calibration FILE comes first, then the one a
-    bundle carries (`bundled`), then the user's own for this screen."""
+def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None,
+                       calibrate: bool = True) -> tuple[cal.Calibration | None, Path | None]:
+    """Gaze modes: the saved calibration (unless --recalibrate) and where a new one is saved;
+    without one, a live calibration needs a display (and `calibrate`: the pointing test refuses
+    instead). --calibration FILE comes first, then the one a bundle carries (`bundled`), then the
+    user's own for this screen."""
     if o.mode not in modes.gaze_modes():
         return None, None
     calib_path = Path(o.calibration) if o.calibration else cal.default_path(screen.width, screen.height, o.user)
@@ -279,6 +294,10 @@ def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None)
         calib = cal.Calibration.load(saved, screen.width, screen.height)
         log(f"calibration {saved}: {cal.visual_angle_summary(calib)}")
         return calib, calib_path
+    if not calibrate:
+        why = "is to be made again (--recalibrate)" if saved.exists() else "does not exist"
+        raise EdgegazeError(f"the pointing test in --mode {o.mode} needs a saved calibration and {saved} {why}: "
+                            f"calibrate first (edgegaze mouse --mode {o.mode}) or give --calibration FILE")
     if not ui.has_display():
         raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "
                             f"needs a display (or use --calibrate-from with a recorded session)")
@@ -324,18 +343,19 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
 
 def mouse_command(a) -> int:
     """`edgegaze mouse`: calibrate from a recording, or drive the pointer."""
-    if a.calibrate_from:
-        if not (a.targets_csv and a.screen):
+    o = options_from_args(a)
+    if o.calibrate_from:
+        if not (o.targets_csv and o.screen_json):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         spec, models, _ = pipeline_from_args(a)
-        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, spec, models, method=a.calibration_model,
-                               out=a.calibration, user=a.user, max_error_deg=a.max_calibration_error)
-        print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
-        if reason := cal.error_too_large(c, a.max_calibration_error):
+        c = calibrate_recorded(o.calibrate_from, o.targets_csv, o.screen_json, spec, models, method=o.calibration_method,
+                               out=o.calibration, user=o.user, max_error_deg=o.max_calibration_error_deg)
+        print(cal.visual_angle_summary(c) + (f"; saved {o.calibration}" if o.calibration else ""))
+        if reason := cal.error_too_large(c, o.max_calibration_error_deg):
             print(f"above the limit: {reason}; the mouse would refuse this calibration")
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")
         return 0
-    s = run_mouse(options_from_args(a))
+    s = run_mouse(o)
     print(s.line())
     return 130 if s.stopped_by == "interrupt" else 0

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.control.pointer import Hold, Sample, Target
+from pipeline.settings import Options, setting
 
 
 @dataclass
-class FixationOptions:
-    dispersion_deg: float = 1.5  # docs/gaze_mouse.md: from the gaze jitter of still faces on the shared videos
-    window_s: float = 0.15  # a fixation lasts at least this long (Salvucci & Goldberg: 100-200 ms)
+class FixationOptions(Options):
+    dispersion_deg: float = setting(1.5, "fixation hold: gaze points within this dispersion (deg, x range + y range) "
+                                    "are one fixation", above=0, flag="--fixation-dispersion")
+    window_s: float = setting(0.15, "fixation hold: a fixation lasts at least this long (s)", above=0,
+                              flag="--fixation-time")
 
 
 class FixationHold:

@@ -15,12 +15,14 @@ import numpy as np
 
 from pipeline.control.mapping import Screen, gaze_point
 from pipeline.control.pointer import Hold, Need, Sample, Target
+from pipeline.settings import Options, setting
 
 
 @dataclass
-class GazeOptions:
-    jump_deg: float = 3.0  # see the module docstring; docs/gaze_mouse.md says how it was chosen
-    jump_frames: int = 2
+class GazeOptions(Options):
+    jump_deg: float = setting(3.0, "gaze modes: a gaze point this far (deg) from the pointer on 2 frames in a row "
+                              "jumps there, unfiltered", above=0, flag="--jump")
+    jump_frames: int = setting(2, "frames in a row beyond --jump that make a jump", low=1, flag=None)
 
 
 class GazePointer:

@@ -24,14 +24,19 @@ from pipeline.control.gaze import GazePointer
 from pipeline.control.head import HeadPointer
 from pipeline.control.mapping import head_angles
 from pipeline.control.pointer import Hold, Need, Sample, Target
+from pipeline.settings import Options, setting
 
 
 @dataclass
-class GazeHeadOptions:
-    hold_factor: float = 2.5  # hold circle radius = this x the calibration's mean error (px)
-    hold_px: float | None = None  # a fixed radius instead (px)
-    fine_range_deg: float = 10.0  # the head turn that moves the pointer across the radius
-    jump_frames: int = 2  # gaze points outside the circle on this many frames in a row: a jump
+class GazeHeadOptions(Options):
+    hold_factor: float = setting(2.0, "gaze+head: the hold circle's radius, times your calibration's mean error",
+                                 above=0)
+    hold_px: float | None = setting(None, "gaze+head: a fixed hold circle radius (px) instead", above=0,
+                                    flag="--hold-radius", metavar="PX")
+    fine_range_deg: float = setting(20.0, "gaze+head: the head turn (deg) that moves the pointer across the hold "
+                                    "circle's radius", above=0, flag="--fine-range")
+    jump_frames: int = setting(2, "gaze points outside the circle on this many frames in a row make a jump", low=1,
+                               flag=None)
 
 
 def hold_radius(options: GazeHeadOptions, calibration_error_px: float | None, px_per_deg: float) -> float:

@@ -32,12 +32,41 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.errors import EdgegazeError
+from pipeline.settings import Options, setting
 
 WE_PER_SD = math.sqrt(2 * math.pi * math.e)  # 4.133: the width of a normal's information, in SDs
 DEFAULT_WIDTHS = (16, 32, 64)
 DEFAULT_DISTANCES = (256, 512)
 DEFAULT_TARGETS = 9
 MARGIN_PX = 8  # kept clear between a target and the screen's edge
+POINTING = "pointing test (ISO 9241-9)"
+
+
+def px_list(text: str) -> str:
+    """'16,32,64': px sizes above 0 (checked when read; the text is kept, `sizes` reads it)."""
+    try:
+        if sizes(text) and all(v > 0 for v in sizes(text)):
+            return text
+    except ValueError:
+        pass
+    raise ValueError(f"must be px sizes above 0 separated by commas, e.g. 16,32,64, not {text!r}")
+
+
+def sizes(text: str) -> list[float]:
+    return [float(v) for v in str(text).split(",") if v.strip()]
+
+
+@dataclass
+class PointingOptions(Options):
+    pointing_test: bool = setting(False, "run the ISO 9241-9 pointing test (a ring of targets per width and distance) "
+                                  "with this mode and these clicks, and write its results", group=POINTING)
+    widths: str = setting(",".join(map(str, DEFAULT_WIDTHS)), "pointing test: target widths, px", parser=px_list,
+                          metavar="W,...", group=POINTING)
+    distances: str = setting(",".join(map(str, DEFAULT_DISTANCES)), "pointing test: movement distances, px",
+                             parser=px_list, metavar="D,...", group=POINTING)
+    ring: int = setting(DEFAULT_TARGETS, "pointing test: targets per ring (odd)", low=3, group=POINTING)
+    out: str = setting("results/pointing", "pointing test: folder for pointing.json, .md, .png and .html",
+                       flag="--pointing-out", metavar="DIR", group=POINTING)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,16 @@ import numpy as np
 
 from pipeline.control.mapping import Screen
 from pipeline.control.pointer import Action, ActionKind, Hold, Moment, Sample, Target
+from pipeline.settings import Options, setting
 
 
 @dataclass
-class ZoomOptions:
-    factor: float = 3.0  # how much the magnifier enlarges
-    size: float = 0.6  # the magnifier's share of the screen's width and height
-    cancel_s: float = 0.6  # the pointer outside the magnifier this long closes it
+class ZoomOptions(Options):
+    factor: float = setting(3.0, "zoom-to-click: how much the magnifier enlarges", above=1, flag="--zoom-factor")
+    size: float = setting(0.6, "zoom-to-click: the magnifier's share of the screen's width and height", above=0,
+                          high=1, flag="--zoom-size")
+    cancel_s: float = setting(0.6, "zoom-to-click: the pointer outside the magnifier this long (s) closes it",
+                              above=0, flag="--zoom-cancel")
 
 
 @dataclass(frozen=True)
