@@ -185,7 +185,7 @@ def write(a, paths, noise, bench, task, feeds, results) -> None:
                "gaze_errors": [str(p) for p in paths], "noise": noise.about, "human": dataclasses.asdict(sim.Human()),
                "baseline": BASELINE, "rows": [flat(r) for r in main_rows], "stability": stability,
                "results": {k: [{x: y for x, y in r.items() if x != "selections"} for r in v] for k, v in results.items()}}
-    md = [f"# Pointer modes on the ISO 9241-9 task (simulated user, measured noise)\n",
+    md = ["# Pointer modes on the ISO 9241-9 task (simulated user, measured noise)\n",
           f"{bench.width_px}x{bench.height_px} px screen of {bench.width_mm:g}x{bench.height_mm:g} mm at "
           f"{bench.distance_mm:g} mm ({bench.px_per_deg:.1f} px/deg); widths 16, 32, 64 px, distances 256 and 512 px, "
           f"9 targets a ring, {a.blocks} block(s) per mode; gaze errors of `{first}` "

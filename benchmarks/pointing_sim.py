@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,8 @@ import numpy as np
 from pipeline.control import modes, pointing
 from pipeline.control.gaze_head import GazeHeadPointer
 from pipeline.control.head import HeadPointer
-from pipeline.control.mapping import GAZE_SIGN, Screen, curve
+from pipeline.control.calibration import ScreenGeometry
+from pipeline.control.mapping import GAZE_SIGN, Screen, px_per_degree
 from pipeline.control.mouse import ClickConfig, DryRunBackend, MouseController, standard_triggers
 from pipeline.control.filters import PointFilter
 from pipeline.control.regression import FEATURES, GazeModel
@@ -96,7 +98,9 @@ def measure_noise(videos: list[Path], max_frames: int | None = None, log=print) 
     if not gaze:
         raise SystemExit("no still stretch of a face in the videos: give others with --videos")
     n = Noise(np.concatenate(gaze), np.concatenate(head), np.concatenate(drag), about)
+    window = [np.ptp(g[i:i + 6], 0).sum() for g in gaze for i in range(len(g) - 5)]  # 6 frames: 0.17-0.2 s
     n.about["summary"] = {"gaze_sd_deg": n.gaze.std(0).round(3).tolist(), "head_sd_deg": n.head.std(0).round(3).tolist(),
+                          "gaze_dispersion_p50_p90_deg": np.percentile(window, [50, 90]).round(2).tolist() if window else None,
                           "drag_median_deg": float(np.median(np.hypot(*n.drag.T))) if len(n.drag) else None,
                           "still_frames": len(n.gaze), "blink_frames": len(n.drag)}
     return n
@@ -114,7 +118,9 @@ def blink_drag(gaze: np.ndarray, lids: np.ndarray, history: int = 90) -> np.ndar
     ratio to the running open level is 0.5-0.85, within 3 frames of a closed one (< 0.5)."""
     if np.isnan(lids).all():
         return np.zeros((0, 2))
-    level = np.array([np.nanmedian(lids[max(0, i - history):i + 1]) for i in range(len(lids))])
+    with warnings.catch_warnings():  # frames before the first face have no level yet
+        warnings.simplefilter("ignore", RuntimeWarning)
+        level = np.array([np.nanmedian(lids[max(0, i - history):i + 1]) for i in range(len(lids))])
     ratio = lids / level
     closed = np.flatnonzero(ratio < 0.5)
     near = np.zeros(len(lids), bool)
@@ -179,19 +185,18 @@ class Human:
 
 
 @dataclass
-class Bench:
-    """The bench screen: px, mm and the eye's distance; px per degree at its centre."""
+class Bench(ScreenGeometry):
+    """The bench screen (the issue's 13" laptop): px, mm and the eye's distance; px per degree at its centre."""
 
     width_px: int = 1470
     height_px: int = 924
-    width_mm: float = 290.0
-    height_mm: float = 182.0
+    width_mm: float | None = 290.0
+    height_mm: float | None = 182.0
     distance_mm: float = 500.0
 
     @property
     def px_per_deg(self) -> float:
-        mm_per_px = (self.width_mm / self.width_px + self.height_mm / self.height_px) / 2
-        return self.distance_mm * math.tan(math.radians(1)) / mm_per_px
+        return px_per_degree(self.mm_per_px(), self.distance_mm)
 
     @property
     def screen(self) -> Screen:

@@ -98,3 +98,133 @@ def test_iso_rings_cross_and_a_screen_too_small_is_one_line():
     with pytest.raises(EdgegazeError, match="too small for D=512") as e:
         pointing.iso_task(800, 500, widths=[64], distances=[512])
     assert "\n" not in str(e.value) and "--distances of at most" in str(e.value)
+
+
+# ---- the techniques and triggers on synthetic streams ------------------------------------------------
+
+def _face(gaze_deg=(0.0, 0.0), head_deg=(0.0, 0.0), closed=False):
+    from pipeline.results import EyeState, Face, FaceResult, Gaze, HeadPose
+
+    gaze = Gaze(np.array([0.0, 0.0, 1.0]), *gaze_deg, signals={"network": tuple(gaze_deg)})
+    p = 0.05 if closed else 0.95
+    return FaceResult(Face(np.array([0.0, 0.0, 100.0, 100.0]), 1.0), head_pose=HeadPose(*head_deg, 0.0), gaze=gaze,
+                      eye_state=EyeState(not closed, not closed, p, p))
+
+
+def _controller(mode, pointer=None, clicks=None, error_px=100.0):
+    """A dry-run controller on a 1470x924 screen, 44 px per degree, with an exact linear calibration:
+    gaze (yaw, pitch) deg -> centre + GAZE_SIGN * 44 * (yaw, pitch)."""
+    from pipeline.control import modes
+    from pipeline.control.filters import PointFilter
+    from pipeline.control.mapping import GAZE_SIGN, Screen
+    from pipeline.control.mouse import ClickConfig, DryRunBackend, MouseController, standard_triggers
+    from pipeline.control.regression import FEATURES, GazeModel
+
+    screen = Screen(1470, 924)
+    grid = np.stack(np.meshgrid(np.linspace(-10, 10, 5), np.linspace(-6, 6, 5)), -1).reshape(-1, 2)
+    x = np.zeros((len(grid), len(FEATURES)))
+    x[:, :2] = grid
+    model = GazeModel(name="affine-gaze", alpha=1e-9).fit(x, screen.centre + GAZE_SIGN * 44.0 * grid)
+    pointer = pointer or modes.PointerOptions()
+    technique = modes.build(mode, pointer, modes.Context(screen, 44.0, model, error_px))
+    return MouseController(DryRunBackend(screen), technique, PointFilter(freq=30),
+                           triggers=standard_triggers(clicks or ClickConfig(), None, technique if pointer.zoom else None))
+
+
+def _at(px):
+    """The gaze angles the test calibration maps to screen point px."""
+    from pipeline.control.mapping import GAZE_SIGN
+
+    return tuple((np.asarray(px, float) - [735, 462]) / (GAZE_SIGN * 44.0))
+
+
+def test_a_gaze_jump_lands_at_once_but_fixation_jitter_is_filtered():
+    """The speed limit (6000 px/s) and the filter no longer make the pointer trail a saccade."""
+    c = _controller("gaze")
+    for i in range(15):
+        c.step(i / 30, _face(_at((300, 300))))
+    d = [c.step((15 + i) / 30, _face(_at((1200, 700)))) for i in range(3)]
+    assert np.hypot(*(d[1].xy - [1200, 700])) < 1  # the second frame beyond --jump lands
+    jitter = [c.step((20 + i) / 30, _face(_at((1200 + 20 * (-1) ** i, 700)))).xy[0] for i in range(30)]
+    assert np.ptp(jitter[10:]) < 10  # +-20 px of jitter: filtered, not jumped
+
+
+def test_gaze_head_jumps_then_the_head_fine_tunes_and_a_saccade_jumps_again():
+    from pipeline.control.gaze_head import GazeHeadPointer
+
+    c = _controller("gaze+head", error_px=100.0)  # hold circle 2 x 100 px, 10 px per degree of head turn
+    g = c.technique
+    assert isinstance(g, GazeHeadPointer) and g.radius == 200 and g.gain == 10
+    look = _at((500, 400))
+    for i in range(10):
+        c.step(i / 30, _face(look))
+    assert np.hypot(*(c.xy - [500, 400])) < 1
+    for i in range(40):  # the eyes stay, the head turns 3 deg to the user's right: the pointer follows 30 px
+        d = c.step((10 + i) / 30, _face(look, head_deg=(-3.0, 0.0)))
+    assert np.hypot(*(d.xy - [530, 400])) < 2, d.xy
+    for i in range(10):  # gaze 150 px off the landing point (inside the circle): nothing moves
+        d = c.step((50 + i) / 30, _face(_at((650, 400)), head_deg=(-3.0, 0.0)))
+    assert np.hypot(*(d.xy - [530, 400])) < 2
+    d = [c.step((60 + i) / 30, _face(_at((1100, 800)), head_deg=(-3.0, 0.0))) for i in range(2)]
+    assert np.hypot(*(d[1].xy - [1100, 800])) < 1  # a saccade away: jumps, the head's pose is the new zero
+
+
+def test_fixation_hold_freezes_the_pointer_and_a_dwell_clicks_the_frozen_point():
+    from pipeline.control.modes import PointerOptions
+    from pipeline.control.mouse import ClickConfig
+
+    c = _controller("gaze", PointerOptions(fixation_hold=True), ClickConfig(dwell=True, dwell_s=0.5))
+    rng = np.random.default_rng(0)
+    states, clicks = [], []
+    for i in range(45):
+        d = c.step(i / 30, _face(_at(np.array([700, 500]) + rng.normal(0, 12, 2))))  # 0.3 deg of jitter
+        states.append(d.state)
+        clicks += [d.click_xy] if d.click else []
+    held = [i for i, s in enumerate(states) if s == "fixation"]
+    assert held and len(held) > 30 and held[0] <= 8
+    assert len(clicks) == 1 and np.hypot(*(clicks[0] - [700, 500])) < 8
+
+
+def test_a_blink_clicks_where_the_pointer_was_before_the_lids_fell():
+    from pipeline.control.mouse import ClickConfig
+
+    c = _controller("gaze", clicks=ClickConfig(blink=True))
+    t, clicks = 0.0, []
+    for i in range(30):
+        c.step(t, _face(_at((600, 400))))
+        t += 1 / 30
+    c.step(t, _face(_at((600, 650))))  # the closing lids drag the gaze down 250 px: the pointer starts after it
+    t += 1 / 30
+    for closed in [True] * 9 + [False] * 3:
+        d = c.step(t, _face(_at((600, 400)), closed=closed))
+        clicks += [d.click_xy] if d.click else []
+        t += 1 / 30
+    assert len(clicks) == 1 and np.hypot(*(clicks[0] - [600, 400])) < 2, clicks
+
+
+def test_zoom_maps_the_second_selection_through_the_magnifier_and_looking_away_cancels():
+    from pipeline.control.modes import PointerOptions
+    from pipeline.control.mouse import ClickConfig
+    from pipeline.control.zoom import ZoomOptions, lens_at
+    from pipeline.control.mapping import Screen
+
+    lens = lens_at((700, 450), Screen(1470, 924), ZoomOptions(factor=3, size=0.6))
+    assert np.allclose(lens.to_screen(lens.to_window((710, 440))), (710, 440))
+    assert np.allclose(lens.to_window((700, 450)), (700, 450))  # the pointer's spot stays under it
+    c = _controller("gaze", PointerOptions(zoom=True), ClickConfig(dwell=True, dwell_s=0.8))  # cancel: 0.6 s
+    events, clicks, t = [], [], 0.0
+    for target in [(700, 450)] * 35 + [(760, 450)] * 35:  # rest: the magnifier; then 60 px right in it
+        d = c.step(t, _face(_at(target)))
+        events += d.events
+        clicks += [d.click_xy] if d.click else []
+        t += 1 / 30
+    assert events == ["zoom"] and len(clicks) == 1
+    assert np.hypot(*(clicks[0] - [720, 450])) < 3  # 60 px in a 3x magnifier is 20 px on the screen
+    while "zoom" not in d.events and t < 10:  # rest again until it opens, then look far outside it
+        d = c.step(t, _face(_at((700, 450))))
+        t += 1 / 30
+    for _ in range(25):
+        d = c.step(t, _face(_at((100, 100))))
+        events, clicks = events + d.events, clicks + ([d.click_xy] if d.click else [])
+        t += 1 / 30
+    assert events[1:] == ["zoom cancelled"] and c.technique.lens is None and len(clicks) == 1
