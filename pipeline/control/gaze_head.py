@@ -13,10 +13,14 @@ The circle's radius follows this user's own calibration: `hold_factor` times the
 leave-one-target-out validation, so that a target within the user's gaze error of the pointer is
 reached by the head (a jump there would land as far off as it started), and the gaze estimate's
 drift while the head turns (its head leak) stays inside. The head's gain makes a `fine_range_deg`
-turn cover that radius, so the fine-tuning's reach and resolution follow the same error. The
-defaults (2 x the error, 20 deg) were chosen on bench_pointing's simulated user from a sweep over
-1.5-2.5 and 10-30 deg, on the repository's session and on errors shaped like the held-out
-sessions' (docs/gaze_mouse.md): the hit rates at 16 px varied by a few points across it."""
+turn cover that radius, so the fine-tuning's reach follows the same error, up to `max_gain` px per
+degree: a still head's pose jitters by 0.25 deg (SD, the shared videos), and at 20 px per degree
+that moves the pointer 5 px before the filter, a third of a 16 px target; a larger error then takes
+a larger head turn, not a coarser pointer. The defaults (2 x the error, 20 deg) were chosen on
+bench_pointing's simulated user from a sweep over 1.5-2.5 and 10-30 deg, on the repository's
+session and on errors shaped like the held-out sessions' (docs/gaze_mouse.md): the hit rates at
+16 px varied by a few points across it; without the cap, errors 1.5 times the session's (6.3 deg)
+fell to 83-89 % hits at 16 px, with it 98 %."""
 
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ class GazeHeadOptions(Options):
                                     flag="--hold-radius", metavar="PX")
     fine_range_deg: float = setting(20.0, "gaze+head: the head turn (deg) that moves the pointer across the hold "
                                     "circle's radius", above=0, flag="--fine-range")
+    max_gain: float = setting(20.0, "gaze+head: at most this many px per degree of head turn", above=0,
+                              flag="--max-head-gain", metavar="PX_PER_DEG")
     jump_frames: int = setting(2, "gaze points outside the circle on this many frames in a row make a jump", low=1,
                                flag=None)
 
@@ -60,7 +66,7 @@ class GazeHeadPointer:
     def __init__(self, gaze: GazePointer, head: HeadPointer, radius_px: float, options: GazeHeadOptions | None = None):
         self.gaze, self.head, self.options = gaze, head, options or GazeHeadOptions()
         self.radius = float(radius_px)
-        self.gain = self.radius / self.options.fine_range_deg  # px per degree of head turn
+        self.gain = min(self.radius / self.options.fine_range_deg, self.options.max_gain)  # px per degree of head turn
         self.reset()
 
     def reset(self) -> None:

@@ -13,7 +13,9 @@ the action does. Which action a trigger fires is data (a binding), not code.
 
 The controller runs them in a fixed loop (mouse.MouseController.step): guards, technique, filter,
 shape, triggers, actions. A new technique is one module with a class of this shape and one line
-in control/modes.py.
+in control/modes.py. A technique that also acts (zoom-to-click) adds two things the controller
+looks for and nothing else: `open(action)`, the handler of a ZOOM action, and `events`, the words
+it reports on the frame's decision ("zoom", "zoom cancelled").
 """
 
 from __future__ import annotations
