@@ -44,6 +44,7 @@ CASES = {
     # the repository's gaze session evaluated (its errors), one video's still face, one mode and the baseline
     "bench_pointing.py": (["--blocks", "1", "--first-only", "--rows", "gaze+head + blink", "--max-frames", "300",
                            "--out", "out"], "out/pointing_bench.json"),
+    "bench_serve.py": (["--seconds", "1", "--rounds", "1", "--warmup", "0.5", "--out", "out"], "out/serve.json"),
     # the two fresh installs need PyPI (or pip's cache) and minutes: not here
     "bench_deploy.py": (["--no-sizes", "--repeats", "1", "--frames", "5", "--out", "out"], "out/bench_deploy.json"),
     # ~50 s: it starts a local Ray for the search and the batch runs
@@ -69,7 +70,7 @@ def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script, request):
     args, result = CASES[script]
     if script == "bench_pointing.py":
         args = [*args, "--videos", shared_path("video/webcam_640x480.mp4")]
-    if script in ("bench_int8.py", "bench_soak.py"):
+    if script in ("bench_int8.py", "bench_soak.py", "bench_serve.py"):
         args = [*args, "--calib" if script == "bench_int8.py" else "--video", shared_path("video/webcam_640x480.mp4")]
     if script == "bench_peers.py":
         tmp_path = request.getfixturevalue("peers_out")
