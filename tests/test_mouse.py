@@ -455,6 +455,11 @@ def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_
         assert any(f"on {cal.SIGNAL_WORDS[signal]}" in line for line in lines), lines
 
 
+def _centre_pointer():
+    """Off the fail-safe corner an earlier test may have left it in (pyautogui refuses to move from there)."""
+    subprocess.run(["xdotool", "mousemove", str(W // 2), str(H // 2)], check=True)
+
+
 BUTTON_APP = """
 import sys, tkinter as tk
 root = tk.Tk()
@@ -480,8 +485,8 @@ def test_zoom_to_click_clicks_a_real_tk_button_through_the_magnifier(pg, still):
     from pipeline.control.filters import PointFilter
     from pipeline.control.mouse import ClickConfig, MouseController, PyAutoGUIBackend, standard_triggers
 
+    _centre_pointer()
     backend = PyAutoGUIBackend()
-    pg.moveTo(W // 2, H // 2)
     technique = modes.build(modes.Mode.HEAD, modes.PointerOptions(zoom=True), modes.Context(backend.screen, 40.0),
                             view=ui.Magnifier())
     controller = MouseController(backend, technique, PointFilter(), triggers=standard_triggers(
@@ -517,6 +522,7 @@ def test_pointing_test_runs_on_a_video_and_writes_its_page(pg, tmp_path, zoo_rea
     from pipeline.control import pointing
 
     out, record = tmp_path / "pt", tmp_path / "traj.csv"
+    _centre_pointer()
     p = _cli(["mouse", "--input", str(shared_path(UDACITY)), "--mode", "head", "--models", MODELS, "--dwell",
               "--dwell-time", "0.5", "--pointing-test", "--widths", "64", "--distances", "200", "--ring", "3",
               "--pointing-out", str(out), "--record", str(record)])
@@ -545,6 +551,7 @@ def test_pointing_test_bad_input_is_one_line_and_keeps_the_trials_done(pg, tmp_p
         text, _ = p.communicate(timeout=120)
         assert p.returncode == 2 and text.strip().count("\n") == 0 and says in text, text
     # the window closed (Escape) once a trial is done: the trials so far are written
+    _centre_pointer()
     p = _cli(base + ["--mode", "head", "--dwell", "--dwell-time", "0.5", "--widths", "64", "--distances", "200"])
     deadline = time.monotonic() + 180
     while p.poll() is None and time.monotonic() < deadline:
