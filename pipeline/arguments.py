@@ -16,6 +16,7 @@ import sys
 
 from pipeline import zoo
 from pipeline.bundle import BundlePath
+from pipeline.cameras import LiveOptions
 from pipeline.bounds import Bounds
 from pipeline.results import STAGE_KINDS
 from pipeline.spec import PipelineSpec, RuntimeOptions
@@ -164,3 +165,25 @@ def pipeline_from_args(args):
             print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
         spec, models = profile.over(spec), profile.models
     return spec.with_params(args.params), models, profile
+
+
+def reconnect_seconds(text: str) -> float | None:
+    """argparse type of --reconnect: seconds >= 0, or 'forever' (None)."""
+    if text.strip().lower() in ("forever", "inf"):
+        return None
+    return number(low=0)(text)
+
+
+def add_live_options(p: argparse.ArgumentParser, defaults: LiveOptions) -> None:
+    """--reconnect and --camera-timeout: how a live source (webcam, camera URL) is read (cameras.LiveOptions)."""
+    until = "forever" if defaults.reconnect_s is None else f"{defaults.reconnect_s:g}"
+    p.add_argument("--reconnect", type=reconnect_seconds, default=defaults.reconnect_s, metavar="SECONDS|forever",
+                   help=f"a webcam or camera URL that stops giving frames is reopened (after 0.25, 0.5, 1 s, then every "
+                        f"2 s) until this long without a frame; 0: end at once (default: {until})")
+    p.add_argument("--camera-timeout", type=number(above=0), default=defaults.timeout_s, metavar="SECONDS",
+                   help="a camera URL that sends no frame this long, opening or streaming, is gone")
+
+
+def live_from_args(args, wait: bool = False) -> LiveOptions:
+    """The LiveOptions of --reconnect and --camera-timeout; `wait`: a camera not there at the start is waited for."""
+    return LiveOptions(reconnect_s=args.reconnect, timeout_s=args.camera_timeout, wait=wait)

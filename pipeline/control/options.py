@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from pipeline.arguments import add_pipeline_options, int_at_least, number, spec_from_args
+from pipeline.arguments import add_live_options, add_pipeline_options, int_at_least, live_from_args, number, spec_from_args
+from pipeline.cameras import LiveOptions
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig
 from pipeline.control.mouse import ClickConfig
@@ -26,6 +27,8 @@ class MouseOptions:
     params: list[str] | None = None
     max_frames: int | None = None
     flip: bool = False  # mirror the input (and the mapping, so directions stay right)
+    # a camera that goes away is waited for, all day: the pointer pauses until it is back
+    live: LiveOptions = LiveOptions(reconnect_s=None, wait=True)
     dry_run: bool = False
     screen_size: tuple[int, int] | None = None  # dry-run screen when there is no display
     record: str | None = None
@@ -79,7 +82,7 @@ def _targets(text: str) -> str:
 def add_mouse_arguments(p) -> None:
     """`edgegaze mouse` options (apps/gaze_mouse.py takes the same)."""
     d, m, c = MouseOptions(), MappingConfig(), ClickConfig()
-    p.add_argument("--input", default="0", help="webcam index (default 0) or video file")
+    p.add_argument("--input", default="0", help="webcam index (default 0), camera URL (rtsp://, http(s)://...) or video file")
     p.add_argument("--mode", default="head", choices=["gaze", "head", "relative"],
                    help="head: head pointer; gaze: calibrated gaze point; relative: move along the gaze direction")
     # one face: the pointer follows the largest face found
@@ -87,6 +90,7 @@ def add_mouse_arguments(p) -> None:
                          leave_out=("max_faces",))
     p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: until the input ends)")
     p.add_argument("--flip", action="store_true", help="mirror the input (selfie view); directions stay right")
+    add_live_options(p, d.live)
     p.add_argument("--dry-run", action="store_true", help="compute and record targets, move nothing")
     p.add_argument("--screen-size", help="dry-run screen WxH when there is no display (default 1920x1080)")
     p.add_argument("--record", metavar="FILE", help="write the trajectory as CSV")
@@ -144,7 +148,7 @@ def options_from_args(a) -> MouseOptions:
         raise EdgegazeError(f"--blink-min {a.blink_min:g} must be below --blink-max {a.blink_max:g} (s), or no blink is a click")
     return MouseOptions(
         input=a.input, mode=a.mode, pipeline=spec_from_args(a), profile=a.profile, params=a.params,
-        max_frames=a.max_frames, flip=a.flip, dry_run=a.dry_run, screen_size=size, record=a.record,
+        max_frames=a.max_frames, flip=a.flip, live=live_from_args(a, wait=True), dry_run=a.dry_run, screen_size=size, record=a.record,
         show=a.show, filter=not a.no_filter, min_cutoff=a.min_cutoff, beta=a.beta, dead_zone_px=a.dead_zone,
         max_speed_px_s=a.max_speed,
         mapping=MappingConfig(sensitivity=a.sensitivity, exponent=a.accel, head_range_deg=a.head_range),
