@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -37,7 +38,8 @@ MAX_RETRIES = 2
 
 def list_videos(spec: str) -> list[Path | str]:
     """A folder's video files, or a glob's matches, sorted; a camera URL; or the inputs a .txt file
-    lists, one per line (camera URLs and video paths, relative to the file; # starts a comment)."""
+    lists, one per line (camera URLs and video paths, relative to the file; # after a space or at the
+    start of a line starts a comment)."""
     if cameras.is_url(spec):
         cameras.check_url(spec)
         return [spec]
@@ -57,7 +59,7 @@ def _listed(path: Path) -> list[Path | str]:
     """The inputs a list file names, checked: URLs as they are, paths relative to the file."""
     found: list[Path | str] = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
-        entry = line.split("#", 1)[0].strip() if not cameras.is_url(line.strip()) else line.strip()
+        entry = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()  # a URL may hold a '#' of its own
         if not entry:
             continue
         if cameras.is_url(entry):

@@ -187,7 +187,7 @@ class CameraEvent:
     """A live source's camera went away or came back: among the frames, for consumers that ask."""
 
     source: str  # as shown: credentials masked
-    at_s: float  # seconds since the source started
+    at_s: float  # seconds since the source started: when frames stopped (the last one came), or came again
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,9 @@ class Capture:
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(self.live.timeout_s + 1)  # a read or an open returns within the timeout
+            # a read returns within a frame; an open of a silent host may take timeout_s: the thread
+            # (a daemon) then ends on its own when it returns, and releases the camera
+            self._thread.join(2.0)
         if self._gone_at is not None:  # stopped while the camera was gone: that gap so far
             self.gaps[-1] = round(self.elapsed() - self._gone_at, 3)
         if self._opened is not None:  # never started
@@ -284,7 +286,7 @@ class Capture:
     def _work(self) -> None:
         cap, image = self._opened or (None, None)
         self._opened = None
-        index, reason = 0, self._failure
+        index, reason, last = 0, self._failure, 0.0  # last: when the newest frame came
         self._gone_at = None if cap is not None else 0.0
         try:
             while not self._stop.is_set():
@@ -300,12 +302,13 @@ class Capture:
                 if image is None:
                     asked = self.elapsed()
                     ok, image = cap.read()
-                    if not ok or image is None:
+                    if not ok or image is None:  # frames have been missing since the last one came
                         cap.release()
-                        cap, image, self._gone_at = None, None, self.elapsed()
-                        reason = self._lost(self._gone_at - asked)
+                        cap, image, self._gone_at = None, None, last
+                        reason = self._lost(self.elapsed() - asked)
                         continue
-                self._put(_Raw(index, self.elapsed(), image))
+                last = self.elapsed()
+                self._put(_Raw(index, last, image))
                 index, image = index + 1, None
         finally:
             if cap is not None:
@@ -329,8 +332,8 @@ class Capture:
             delay = BACKOFF[min(attempt - 1, len(BACKOFF) - 1)]
             left = None if limit is None else limit - (self.elapsed() - gone_at)
             if left is not None and left <= 0:
-                self.failure = (f"camera {self.name} gave no frame for {limit:g} s ({reason}); gave up "
-                                "(--reconnect sets how long to wait)")
+                self.failure = (f"no frame from camera {self.name} for {limit:g} s, gave up: {reason}; "
+                                "--reconnect sets how long to wait")
                 return None, None, attempt - 1
             if self._stop.wait(delay if left is None else min(delay, left)):
                 return None, None, attempt - 1

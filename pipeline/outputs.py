@@ -309,7 +309,8 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
         skipped = source.skipped() if hasattr(source, "skipped") else {}
         summary.skipped_note = source.skipped_note() if skipped else ""
         summary.live_note = source.live_note() if hasattr(source, "live_note") else ""
-        gaps.close(source)
+        if not write_failed:
+            gaps.close(source)
         bar.close()
         # an error after some frames keeps what was finished; a write error keeps nothing
         keep = not write_failed and (ok or (partial and summary.frames > 0))
