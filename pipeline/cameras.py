@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from pipeline.errors import InputError
+from pipeline.settings import Options, setting
 
 # what OpenCV's FFmpeg build opens as a live stream (srt:// is not compiled into opencv-python's)
 SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "udp", "rtp", "tcp")
@@ -44,14 +45,30 @@ _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*)://")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 
 
-@dataclass(frozen=True)
-class LiveOptions:
-    """How a live source is read: the options `run`, `mouse` and `batch` take (--reconnect,
-    --camera-timeout); `wait` is the mouse's: a camera not there at the start is waited for."""
+def _seconds_or_forever(text: str) -> float | None:
+    if text.strip().lower() == "forever":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number of seconds or forever") from None
 
-    reconnect_s: float | None = 120.0  # give up after this long without a frame; None: never; 0: at the first loss
-    timeout_s: float = 10.0  # a URL that sends no frame this long (opening or streaming) is gone
-    wait: bool = False  # False: a camera not there at the start is an error (`run`); True: waited for
+
+@dataclass(frozen=True)
+class LiveOptions(Options):
+    """How a live source (a webcam index or a camera URL) is read: `run`, `batch`, `mouse` and
+    `serve` take these settings (the mouse and the server wait forever by default). `wait` is not
+    an option but how a command reads: the mouse and the server wait for a camera that is not there
+    at the start; `run` and `batch` call that an error."""
+
+    prefix = "live"
+    reconnect_s: float | None = setting(
+        120.0, "a webcam or camera URL that stops giving frames is reopened (after 0.25, 0.5, 1 s, then every 2 s) "
+        "until this long without a frame; forever: never give up; 0: end at once", low=0, none="forever",
+        parser=_seconds_or_forever, flag="--reconnect", metavar="SECONDS")
+    timeout_s: float = setting(10.0, "a camera URL that sends no frame this long, opening or streaming, is gone",
+                               above=0, flag="--camera-timeout", metavar="SECONDS")
+    wait: bool = False
 
 
 def is_url(src) -> bool:

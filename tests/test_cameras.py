@@ -20,14 +20,12 @@ from pathlib import Path
 import cv2
 import pytest
 
-import test_mouse
-from conftest import ROOT, mixed_profile, shared_path
+from conftest import ROOT, mixed_profile, private_display, shared_path
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from mjpeg_camera import CameraProcess  # noqa: E402
 
 WEBCAM = "video/webcam_640x480.mp4"  # the subject sits still in its first 120 frames
-xserver = test_mouse.xserver  # a private X server (Xvfb) for this module too
 USER, SECRET = "camuser", "s3cr3t-Pa55"
 
 
@@ -124,6 +122,13 @@ def test_run_reconnects_records_the_gap_and_never_shows_the_credentials(zoo_read
     stderr = "".join(run.err)
     assert f"http://***@127.0.0.1:{cam.port}/video.mjpg is gone" in stderr and "camera gone 1 time(s)" in stderr
     assert_nowhere([SECRET, USER], ["".join(run.out), stderr], out)
+
+
+@pytest.fixture
+def xserver():
+    """A private X server (Xvfb) for the mouse: DISPLAY points at it while the test runs."""
+    with private_display(1280, 800) as display:
+        yield display
 
 
 def test_mouse_waits_for_the_camera_pauses_while_it_is_gone_and_clicks_nothing_then(zoo_ready, xserver, tmp_path):

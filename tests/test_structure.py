@@ -21,7 +21,7 @@ MAX_LINES = 60
 LAYERS = [
     ("cli", "__main__"),
     ("api",),
-    ("report", "evaluate", "optimize", "batch", "deploy"),
+    ("report", "evaluate", "optimize", "batch", "deploy", "serve"),
     ("control",),
     ("arguments",),
     ("profile",),
@@ -33,7 +33,7 @@ LAYERS = [
     ("runtime",),
     ("convert",),
     ("zoo", "modelcache", "sources", "cameras", "tddfa_net"),
-    ("paths", "errors", "bounds", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
+    ("paths", "errors", "settings", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
      "pipeline"),
 ]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline.arguments import add_live_options, add_param_option, add_profile_options, int_at_least, live_from_args, number
+from pipeline.arguments import add_param_option, add_profile_options, int_at_least, number
 from pipeline.cameras import LiveOptions
+from pipeline.settings import add_arguments, from_args
 from pipeline.cli.models import _add_selection, _selected_set
 
 
@@ -59,7 +60,7 @@ def _batch(args) -> int:
     from pipeline.batch import run_batch
 
     s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params,
-                  force=args.force, live=live_from_args(args))
+                  force=args.force, live=from_args(LiveOptions, args))
     print(f"{s['done']} done, {s['skipped']} skipped (finished before), {s['failed']} failed; "
           f"{s['frames']} frames, {s['frames_per_s']:.1f} frames/s; summary in {args.out}/summary.json")
     return 1 if s["failed"] else 0
@@ -146,6 +147,6 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
     p.add_argument("--max-frames", type=int_at_least(1), help="frames per video (a camera: until it gives up, or Ctrl-C)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
-    add_live_options(p, LiveOptions())
+    add_arguments(p, LiveOptions)
     add_param_option(p)
     p.set_defaults(func=_batch)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 
 from pipeline import zoo
-from pipeline.arguments import (add_live_options, add_param_option, add_pipeline_options, add_profile_options,
-                                int_at_least, live_from_args, number, pipeline_from_args)
+from pipeline.arguments import (add_param_option, add_pipeline_options, add_profile_options, int_at_least, number,
+                                pipeline_from_args)
 from pipeline.cameras import LiveOptions
-
-INPUT_HELP = "webcam index, camera URL (rtsp://, http(s)://...), video file, image or folder of images"
+from pipeline.settings import add_arguments, from_args
 
 
 def add(sub) -> None:
@@ -27,7 +26,8 @@ def _run(args) -> int:
     spec, models, _ = pipeline_from_args(args)
     runtime.check_device(spec.runtime.device)
     check_outputs(args.json, args.output, args.show, args.input)
-    source = open_source(args.input, max_frames=args.max_frames, flip=args.flip, live=live_from_args(args), events=True)
+    source = open_source(args.input, max_frames=args.max_frames, flip=args.flip, live=from_args(LiveOptions, args),
+                         events=True)
     s = run_to_outputs(Pipeline.from_spec(spec, models), source, args.json, args.output, args.show,
                        log=lambda line: print(line, file=sys.stderr))
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}{s.dropped_note()}, "
@@ -69,10 +69,11 @@ def _mouse(args) -> int:
 def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
-    p.add_argument("--input", required=True, help=INPUT_HELP)
+    p.add_argument("--input", required=True, help="webcam index, camera URL (rtsp://, http(s)://...), video file, "
+                   "image or folder of images")
     add_pipeline_options(p, "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)",
                          "replaces the model and runtime options")
-    add_live_options(p, LiveOptions())
+    add_arguments(p, LiveOptions)
     p.add_argument("--output", help="annotated video: .mp4 or .avi")
     p.add_argument("--json", help="JSON Lines, one object per frame")
     p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: the whole input)")
