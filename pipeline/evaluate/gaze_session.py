@@ -210,11 +210,11 @@ def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=No
 def view(report: dict) -> tables.View:
     rows = [r for r in report["rows"] if "error" not in r]
     src = {r["distance_source"] for r in rows}
-    return tables.View(
+    return tables.view(
         f"Gaze session: {Path(report['path']).name}",
         f"`{report['video']}` on a {report['screen']['width_px']}x{report['screen']['height_px']} px screen; "
         f"{report['method']}. Visual angle at a viewing distance from {' / '.join(sorted(src)) or '-'}.",
-        COLUMNS, captions={
+        COLUMNS, report, captions={
             "per_target": "Mean on-screen error of each target in degrees of visual angle, the target predicted by a "
                           "calibration fitted on the other targets only (leave-one-target-out); one bar per set and precision.",
             "screen": "The targets (+) on the screen in pixels, every leave-one-target-out prediction (dots) and their "
