@@ -63,8 +63,8 @@ def _signature() -> inspect.Signature:
     declared = inspect.signature(build_pipeline)
     keyword = inspect.Parameter.KEYWORD_ONLY
     stages = [inspect.Parameter(k, keyword, default=None, annotation="str | None") for k in STAGE_KINDS]
-    runtime = [inspect.Parameter(n, keyword, default=getattr(RuntimeOptions(), n), annotation=t.__name__)
-               for n, (t, _) in RuntimeOptions.options().items()]
+    runtime = [inspect.Parameter(n, keyword, default=s.written(s.default), annotation=s.type.__name__)
+               for n, s in RuntimeOptions.options().items()]
     return declared.replace(parameters=[*list(declared.parameters.values())[:-1], *stages, *runtime])
 
 

@@ -71,7 +71,7 @@ class Profile:
     def over(self, spec: PipelineSpec) -> PipelineSpec:
         """This profile's pipeline in place of a command's `spec`: its stages and the runtime options a
         profile sets; the command's other options (device, hint, max faces) stay."""
-        owned = {n: getattr(self.spec.runtime, n) for n, (_, meta) in RuntimeOptions.options().items() if meta["profile"]}
+        owned = {n: getattr(self.spec.runtime, n) for n, s in RuntimeOptions.options().items() if s.profile}
         return replace(self.spec, runtime=replace(spec.runtime, **owned))
 
     def build(self, params=None, **runtime):

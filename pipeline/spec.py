@@ -19,15 +19,15 @@ Frozen: a front end derives a new spec (`with_...`) rather than changing one ano
 from __future__ import annotations
 
 import re
-import typing
+from enum import StrEnum
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline import tomlfile, zoo
-from pipeline.bounds import Bounds
 from pipeline.errors import ConfigError, EdgegazeError, Problem
 from pipeline.results import STAGE_KINDS
+from pipeline.settings import Options, setting
 
 # A precision tag names an IR folder, <home>/ir/<id>/<TAG>: FP32, FP16, INT8, FP16-INT8 or an optimized
 # tag such as CH20, all upper case on disk (prune upper-cases its --tag, as run does --precision)
@@ -116,78 +116,44 @@ def _split(text: str, precision: str, where: str) -> tuple[str, str]:
 
 # -- how it runs ------------------------------------------------------------------------------
 
-def _option(default, help: str, *, profile: bool = False, choices: tuple = (), **bounds):
-    """A runtime option: its default, a one-line help, whether a deployment profile sets it
-    (what the search measures and chooses), and the values it takes (choices, or Bounds keywords)."""
-    return field(default=default, metadata={"help": help, "profile": profile, "choices": choices,
-                                            "bounds": Bounds(**bounds)})
+class Hint(StrEnum):
+    """OpenVINO's performance hint (benchmark_app's -hint)."""
+
+    LATENCY = "LATENCY"
+    THROUGHPUT = "THROUGHPUT"
 
 
 @dataclass(frozen=True)
-class RuntimeOptions:
-    """How a pipeline runs, as opposed to what runs (its stages)."""
+class RuntimeOptions(Options):
+    """How a pipeline runs, as opposed to what runs (its stages). Each field is a Setting
+    (pipeline/settings.py): its help, the values it takes, whether a deployment profile sets it."""
 
-    tracking: bool = _option(True, "reuse a face's landmarks as its region in the next frame, so the detector "
+    prefix = "runtime"
+
+    tracking: bool = setting(True, "reuse a face's landmarks as its region in the next frame, so the detector "
                              "runs only when a face is lost or is due (--no-tracking: on every frame)", profile=True)
-    redetect_every: int = _option(30, "with tracking: run the detector every N frames", profile=True, low=1)
+    redetect_every: int = setting(30, "with tracking: run the detector every N frames", profile=True, low=1)
     # Sync unless asked: with a file's decoder running, overlapping frames on a 2-core machine was
     # 16-17 % slower end to end (three cores' work on two); frames already in memory ran 1.6x faster
     # async, and a live camera's frames run through at once either way (docs/performance.md).
-    async_mode: bool = _option(False, "overlap a frame's head pose and gaze with the next frame's landmarks when "
+    async_mode: bool = setting(False, "overlap a frame's head pose and gaze with the next frame's landmarks when "
                                "frames wait (a file): faster where a core is free beside the decoder; a live "
-                               "camera's frames run through at once", profile=True)
+                               "camera's frames run through at once", profile=True, flag="--async")
     # One thread per model cut process CPU per frame by ~30 % against OpenVINO's own choice on 2 cores
     # (the models are small, 1-3 ms, and a second thread mostly waits) and, at a 30 fps webcam pace,
     # used less of a core with lower latency; unpaced on an idle machine OpenVINO's choice gave more
-    # frames/s (bench_pipeline, docs/performance.md "Speed").
-    threads: int = _option(1, "inference threads per model (1, measured cheapest here; 0: OpenVINO chooses)",
-                           profile=True, low=0)
-    max_faces: int = _option(1, "most faces followed per frame", low=1)
-    device: str = _option("CPU", "OpenVINO device: one that `openvino.Core().available_devices` lists (CPU, GPU, "
+    # frames/s (bench_pipeline, docs/performance.md "Speed"). None (written 0): OpenVINO chooses.
+    threads: int | None = setting(1, "inference threads per model (1, measured cheapest here; 0: OpenVINO chooses)",
+                                  profile=True, low=0, none=0)
+    max_faces: int = setting(1, "most faces followed per frame", low=1)
+    device: str = setting("CPU", "OpenVINO device: one that `openvino.Core().available_devices` lists (CPU, GPU, "
                           "NPU), or AUTO")
-    hint: str = _option("LATENCY", "OpenVINO performance hint", choices=("LATENCY", "THROUGHPUT"))
-
-    @classmethod
-    def options(cls) -> dict[str, tuple[type, dict]]:
-        """Field name -> (its type, its declaration: help, profile, choices, bounds)."""
-        types = typing.get_type_hints(cls)
-        return {f.name: (types[f.name], dict(f.metadata)) for f in fields(cls)}
-
-    @classmethod
-    def problem(cls, name: str, value) -> str | None:
-        """What is wrong with `value` for option `name` (None: nothing), e.g. 'must be a whole number at least 1'."""
-        kind, meta = cls.options()[name]
-        what = {bool: "true or false", int: "a whole number", str: "a name"}[kind]
-        if meta["choices"]:
-            what = " or ".join(meta["choices"])
-        span = meta["bounds"].span()
-        ok = type(value) is kind and (not meta["choices"] or value in meta["choices"]) and \
-            (kind is not int or meta["bounds"].allows(value)) and (kind is not str or value.strip())
-        return None if ok else f"must be {what}{' ' + span if span else ''}, not {value!r}"
-
-    def check(self) -> list[Problem]:
-        """Each option whose value it cannot take."""
-        return [Problem(f"runtime.{name}", f"{{runtime.{name}}} {problem}") for name in self.options()
-                if (problem := self.problem(name, getattr(self, name)))]
+    hint: Hint = setting(Hint.LATENCY, "OpenVINO performance hint")
 
     @classmethod
     def parse(cls, name: str, text: str):
         """An option's value from text (a command line), checked; ValueError says what it must be."""
-        kind = cls.options()[name][0]
-        value = text
-        if kind is bool:
-            value = {"true": True, "false": False}.get(text.strip().lower(), text)
-        elif kind is int:
-            try:
-                value = int(text)
-            except ValueError:
-                pass
-        elif cls.options()[name][1]["choices"]:
-            value = text.strip().upper()
-        problem = cls.problem(name, value)
-        if problem:
-            raise ValueError(problem.replace(f", not {value!r}", f", not '{text}'"))
-        return value
+        return cls.read(name, text)
 
 
 # -- the pipeline -----------------------------------------------------------------------------
@@ -310,8 +276,8 @@ class PipelineSpec:
                 params[key] = dict(c.params)
             if c.implementation:
                 implementation[key] = c.implementation
-        runtime = {name: getattr(self.runtime, name) for name, (_, meta) in RuntimeOptions.options().items()
-                   if meta["profile"]}
+        runtime = {name: s.written(getattr(self.runtime, name)) for name, s in RuntimeOptions.options().items()
+                   if s.profile}
         return {"stages": {k: str(self.stages[k]) if k in self.stages else "none" for k in STAGE_KINDS},
                 "runtime": runtime, "implementation": implementation, "params": params}
 
@@ -438,14 +404,16 @@ def _stage_keys(stages: dict) -> list[str]:
 
 def _runtime_keys(table: dict) -> dict:
     """The [runtime] table's options, each checked: only those a profile sets, of their type."""
-    settable = [n for n, (_, meta) in RuntimeOptions.options().items() if meta["profile"]]
+    settable = [n for n, s in RuntimeOptions.options().items() if s.profile]
+    out = {}
     for key, value in table.items():
         if key not in settable:
             raise ConfigError(f"{{runtime}} has an unknown key '{key}' (valid: {', '.join(settable)})", "runtime")
-        problem = RuntimeOptions.problem(key, value)
-        if problem:
-            raise ConfigError(f"{{runtime.{key}}} {problem}", f"runtime.{key}")
-    return dict(table)
+        try:
+            out[key] = RuntimeOptions.read(key, value)
+        except ValueError as e:
+            raise ConfigError(f"{{runtime.{key}}} {e}", f"runtime.{key}") from None
+    return out
 
 
 def _choice_from(kind: str, tables: dict) -> StageChoice:

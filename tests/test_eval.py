@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -231,11 +232,11 @@ def test_omz_headpose_reads_the_box_intels_demo_gives_it(omz_headpose):
     ds = datasets.load_aflw2000(shared_path("labeled/aflw2000_dev"))
     stage = omz_headpose.back["head_pose"]
     demo = headpose.summarise(headpose.run_pipeline(omz_headpose, ds))["mae"]
-    stage.demo_box = False
+    stage.params = replace(stage.params, demo_box=False)
     try:
         bare = headpose.summarise(headpose.run_pipeline(omz_headpose, ds))["mae"]
     finally:
-        stage.demo_box = True
+        stage.params = replace(stage.params, demo_box=True)
     assert demo < bare - 1.0 and demo < 9.0, (demo, bare)
 
 

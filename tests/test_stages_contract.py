@@ -75,7 +75,7 @@ def test_param_reaches_the_detector_and_changes_the_faces_found(zoo_ready):
     kw = dict(landmarks="none", gaze="none", head_pose="none", tracking=False)
     default = build_pipeline("mediapipe", **kw)
     strict = build_pipeline("mediapipe", params=[f"{DETECTOR}.score_threshold=0.99"], **kw)
-    assert strict.detector.score_threshold == 0.99 and default.detector.score_threshold == 0.5
+    assert strict.detector.params.score_threshold == 0.99 and default.detector.params.score_threshold == 0.5
     score = default.process(image).faces[0].face.score
     assert _faces(default, image) == 1 and score < 0.99
     assert _faces(strict, image) == 0

@@ -33,7 +33,7 @@ LAYERS = [
     ("runtime",),
     ("convert",),
     ("zoo", "modelcache", "sources", "tddfa_net"),
-    ("paths", "errors", "bounds", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
+    ("paths", "errors", "settings", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
      "views", "pipeline"),
 ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from pipeline.control import ui
 from pipeline.control.clicks import closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
-from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
+from pipeline.control.mapping import MODES, Mapper
 from pipeline.control.mouse import FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
@@ -174,8 +174,8 @@ def calibrate_until_good(o: MouseOptions, pipeline, open_frames, geometry, log=p
 def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     from pipeline.sources import open_source
 
-    if o.mode not in ("gaze", "head", "relative"):
-        raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
+    if o.mode not in MODES:
+        raise EdgegazeError(f"--mode must be {', '.join(MODES)}, not {o.mode!r}")
     if o.record:  # before the run, not when the trajectory is saved at its end
         check_writable_file(o.record, make_folders=True, input_path=o.input)
     if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
@@ -196,11 +196,11 @@ def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
         log(f"saved {calib_path}")
         _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
-    mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
+    mapping = replace(o.mapping, mirror=o.flip or o.mapping.mirror)
     controller = MouseController(
         backend, Mapper(o.mode, backend.screen, mapping, calib.model if calib is not None else None),
-        PointFilter(o.min_cutoff, o.beta, freq=source.fps) if o.filter else None,
-        MotionConfig(o.dead_zone_px, o.max_speed_px_s), o.clicks, o.min_confidence, o.pause_gesture_s)
+        PointFilter(o.motion.min_cutoff, o.motion.beta, freq=source.fps) if o.motion.filter else None,
+        o.motion, o.clicks, o.min_confidence, o.pause_gesture_s)
     return _drive(o, pipeline, source, controller, log)
 
 
@@ -291,18 +291,19 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
 
 def mouse_command(a) -> int:
     """`edgegaze mouse`: calibrate from a recording, or drive the pointer."""
-    if a.calibrate_from:
-        if not (a.targets_csv and a.screen):
+    o = options_from_args(a)
+    if o.calibrate_from:
+        if not (o.targets_csv and o.screen_json):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         spec, models, _ = pipeline_from_args(a)
-        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, spec, models, method=a.calibration_model,
-                               out=a.calibration, user=a.user, max_error_deg=a.max_calibration_error)
-        print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
-        if reason := cal.error_too_large(c, a.max_calibration_error):
+        c = calibrate_recorded(o.calibrate_from, o.targets_csv, o.screen_json, spec, models, method=o.calibration_method,
+                               out=o.calibration, user=o.user, max_error_deg=o.max_calibration_error_deg)
+        print(cal.visual_angle_summary(c) + (f"; saved {o.calibration}" if o.calibration else ""))
+        if reason := cal.error_too_large(c, o.max_calibration_error_deg):
             print(f"above the limit: {reason}; the mouse would refuse this calibration")
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")
         return 0
-    s = run_mouse(options_from_args(a))
+    s = run_mouse(o)
     print(s.line())
     return 130 if s.stopped_by == "interrupt" else 0

@@ -19,12 +19,23 @@ Modes:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
 from pipeline.results import FaceResult
+from pipeline.settings import Options, setting
 
-MODES = ("gaze", "head", "relative")
+
+class Mode(StrEnum):
+    """How a face moves the pointer (the module's docstring says how each does)."""
+
+    HEAD = "head"
+    GAZE = "gaze"
+    RELATIVE = "relative"
+
+
+MODES = tuple(Mode)
 
 # Signs that turn "subject turns/looks to their left" into "pointer goes left" (dx < 0) and "up"
 # into dy < 0, for an unmirrored camera. Gaze: the vector's x points to image right, so looking
@@ -98,10 +109,13 @@ class Neutral:
 
 
 @dataclass
-class MappingConfig:
-    sensitivity: tuple[float, float] = (1.0, 1.0)  # per axis, multiplies the mapped offset
-    exponent: float = 1.3  # acceleration curve (head and relative modes); 1 = linear
-    head_range_deg: tuple[float, float] = (20.0, 12.0)  # head turn that reaches the screen edge
+class MappingConfig(Options):
+    sensitivity: tuple[float, float] = setting((1.0, 1.0), "per-axis gain X,Y (or one value): multiplies the mapped "
+                                               "offset", above=0)
+    exponent: float = setting(1.3, "acceleration curve exponent (head and relative modes; 1 = linear)", above=0,
+                              flag="--accel")
+    head_range_deg: tuple[float, float] = setting((20.0, 12.0), "head yaw,pitch (deg) that reach the screen edge",
+                                                  above=0, flag="--head-range")
     head_dead_zone_deg: float = 0.5
     gaze_dead_zone_deg: float = 4.0  # relative mode: angles inside this do not move
     relative_speed_px_s: float = 800.0  # relative mode speed at 20 deg off neutral
@@ -165,9 +179,12 @@ class Mapper:
 
 
 @dataclass
-class MotionConfig:
-    dead_zone_px: float = 0.0  # steps shorter than this are not taken (after filtering)
-    max_speed_px_s: float = 6000.0
+class MotionConfig(Options):
+    dead_zone_px: float = setting(0.0, "px; smaller steps are not taken (after filtering)", low=0, flag="--dead-zone")
+    max_speed_px_s: float = setting(6000.0, "px/s", above=0, flag="--max-speed")
+    filter: bool = setting(True, "the One Euro filter (--no-filter: raw points)")
+    min_cutoff: float = setting(0.5, "One Euro min cutoff, Hz (lower: steadier)", above=0)
+    beta: float = setting(0.003, "One Euro speed coefficient (higher: less lag)", low=0)
 
 
 def shape_step(current, target, dt: float, motion: MotionConfig, screen: Screen) -> np.ndarray:

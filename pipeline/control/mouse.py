@@ -25,6 +25,7 @@ from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import output_target, temp_beside
 from pipeline.results import FaceResult
+from pipeline.settings import Options, setting
 
 
 class FailSafeTriggered(Exception):
@@ -183,16 +184,19 @@ class TrajectoryRecorder:
 
 
 @dataclass
-class ClickConfig:
-    dwell: bool = False
-    dwell_s: float = 1.0
-    dwell_radius_px: float = 30.0
-    blink: bool = False
-    blink_min_s: float = 0.2
-    blink_max_s: float = 0.7
-    eye_open_threshold: float = 0.5  # eye-state model: probability open below this = closed
-    lid_closed_ratio: float = 0.5  # iris lids: below this share of the user's open-eye level = closed
-    ear_threshold: float = 0.18  # FaceMesh eye aspect ratio below this = closed (no iris, no eye state)
+class ClickConfig(Options):
+    dwell: bool = setting(False, "click after the pointer rests")
+    dwell_s: float = setting(1.0, "s the pointer rests for a dwell click", above=0, flag="--dwell-time")
+    dwell_radius_px: float = setting(30.0, "px it may move while resting", low=0, flag="--dwell-radius")
+    blink: bool = setting(False, "click on a deliberate blink")
+    blink_min_s: float = setting(0.2, "s, shorter closures are ignored", low=0, flag="--blink-min")
+    blink_max_s: float = setting(0.7, "s, longer ones are not clicks", above=0, flag="--blink-max")
+    eye_open_threshold: float = setting(0.5, "eye-state open probability below which an eye is closed", above=0, high=1,
+                                        flag="--eye-threshold")
+    lid_closed_ratio: float = setting(0.5, "iris-model eyelid gap below this share of your open-eye level = closed",
+                                      above=0, high=1, flag="--lid-ratio")
+    ear_threshold: float = setting(0.18, "FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state "
+                                   "run", above=0)
 
 
 @dataclass

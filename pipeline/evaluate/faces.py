@@ -16,6 +16,8 @@ dlib's shape, so a reader can see how much of a gap is only the box shape.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pipeline import measures
@@ -38,7 +40,7 @@ def square(boxes: np.ndarray) -> np.ndarray:
 
 
 def detector_threshold(det) -> str:
-    name = next((a for a in ("threshold", "score_threshold") if hasattr(det, a)), None)
+    name = next((a for a in ("threshold", "score_threshold") if a in det.parameters), None)
     if name is None:
         raise EdgegazeError(f"{type(det).__name__} has no score threshold to lower for average precision")
     return name
@@ -112,11 +114,11 @@ def evaluate(path, dataset: str = "dlib-xml", models="mediapipe", precisions="FP
         # Two passes: at the operating threshold (what the pipeline sees), then with a low one for
         # AP; one pass would not do, as NMS that averages boxes (BlazeFace) depends on the threshold.
         det, name = pipeline.detector, detector_threshold(pipeline.detector)
-        operating = float(getattr(det, name))
-        if hasattr(det, "max_faces"):
-            det.max_faces = 1000
+        operating = float(getattr(det.params, name))
+        if "max_faces" in det.parameters:
+            det.params = replace(det.params, max_faces=1000)
         at_operating = detect_all(det, ds)
-        setattr(det, name, min(AP_THRESHOLD, operating))
+        det.params = replace(det.params, **{name: min(AP_THRESHOLD, operating)})
         low = detect_all(det, ds)
         row.update(recall_precision(at_operating), threshold=operating, ap=ap_of(low), ap_square=ap_of(low, square),
                    box_fit=box_fit(at_operating), detector=pipeline.names["face"])

@@ -55,7 +55,7 @@ class Candidate:
         stages = [(str(c) if models_of(c.id) else c.id).replace("face-detection-", "fd-")  # no model: its id
                   for c in self.spec.stages.values()]
         flags = [f"track{rt.redetect_every}" if rt.tracking else "notrack", "async" if rt.async_mode else "sync",
-                 "tauto" if rt.threads == 0 else f"t{rt.threads}"]
+                 "tauto" if rt.threads is None else f"t{rt.threads}"]
         return " ".join(stages + flags)
 
     def as_dict(self) -> dict:
@@ -193,7 +193,7 @@ def runtime_variants(c: Candidate, kind: str = "small") -> list[Candidate]:
     interval, sync/async, threads), which change speed and, through tracking, faces and gaze."""
     tracks = [(True, 30), (True, 10)] + ([(False, 30)] if kind == "full" else [])
     return [Candidate(replace(c.spec, runtime=RuntimeOptions(tracking=t, redetect_every=r, async_mode=a, threads=th)))
-            for (t, r), a, th in itertools.product(tracks, (False, True), (0, 1, 2) if kind == "full" else (0, 1))]  # 0: OpenVINO chooses
+            for (t, r), a, th in itertools.product(tracks, (False, True), (None, 1, 2) if kind == "full" else (None, 1))]  # None: OpenVINO chooses
 
 
 def _unique(cands: list[Candidate]) -> list[Candidate]:

@@ -11,7 +11,8 @@ OpenVINO model_api's `parameters()`), so that nothing outside its module branche
   when it is built: preprocess keys each by `self.inp[role]`, so an IR with another input order
   feeds the same tensors);
 - `outputs`: the IR output tensors it reads, by name (bound and checked when it is built);
-- `parameters`: its settings with type, default and help (`--param`, `[models.params]` in the zoo);
+- `Params`: its parameters, each a Setting (pipeline/settings.py: type, default, help, bounds), the
+  stage's `self.params` (frozen) once built (`--param`, `[models.params]` in the zoo);
 - the optimizer hooks: `compare_outputs` (quantization metrics of raw outputs against FP32),
   `distill_error` / `distill_unit` / `distill_focus` (pruning recovery) and `crop` (which crops
   it is calibrated and trained on).
@@ -28,42 +29,13 @@ import numpy as np
 import openvino as ov
 
 from pipeline import runtime
-from pipeline.bounds import Bounds
 from pipeline.errors import EdgegazeError, FaceUnreadable, ModelError
 from pipeline.results import Face, FaceResult, unreadable
+from pipeline.settings import Options, Refused, Setting, declared
 
 # Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
 # centres without eye corners (e.g. after the OMZ 5-point landmarks).
 EYE_WIDTH_PER_IOD = 0.45
-
-
-@dataclass(frozen=True)
-class Param(Bounds):
-    """One stage parameter: type (float, int or bool), default, a one-line help and the values it
-    may take (the Bounds keywords above/below/low/high)."""
-
-    type: type
-    default: Any
-    help: str
-
-    def allows(self, value: Any) -> bool:
-        return self.type is bool or super().allows(value)
-
-    def parse(self, value: Any) -> Any:
-        """`value` (text from --param, or a TOML value) as this parameter's type; ValueError if it is not one."""
-        if not isinstance(value, str):  # TOML: the type itself, or a whole number for a float
-            if isinstance(value, self.type) or (self.type is float and type(value) is int):
-                return self.type(value)
-            raise ValueError(value)
-        text = value
-        if self.type is bool:
-            low = text.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        return self.type(text)
 
 
 def _bind(cls, what: str, roles: dict[str, tuple[str, ...]], names: list[set]) -> dict[str, int]:
@@ -79,10 +51,6 @@ def _bind(cls, what: str, roles: dict[str, tuple[str, ...]], names: list[set]) -
     return bound
 
 
-def _type_name(t: type) -> str:
-    return {float: "a number", int: "a whole number", bool: "true or false"}.get(t, t.__name__)
-
-
 class Stage(ABC):
     kind: ClassVar[str]  # "face", "landmarks", "head_pose", "gaze", "eye_state"
     # stage kind -> the implementation it needs there (None: any), e.g. {"landmarks": None}
@@ -91,7 +59,12 @@ class Stage(ABC):
     inputs: ClassVar[dict[str, tuple[str, ...]]] = {}
     # role -> the IR output names that can fill it (the models a class runs may name them differently)
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
-    parameters: ClassVar[dict[str, Param]] = {}
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        """A stage's parameters (`self.params`): a subclass declares its own, each with `setting(...)`."""
+
+    parameters: ClassVar[dict[str, Setting]] = {}  # its Params' settings (made from them: __init_subclass__)
     # a gaze stage: the gaze signals it can report by name (results.Gaze.signals)
     signals: ClassVar[tuple[str, ...]] = ()
     # a stage that runs other stages' models (no zoo entry of its own): role -> zoo model id
@@ -114,10 +87,13 @@ class Stage(ABC):
         # postprocess); benchmarks count inferences per frame.
         self.infer_ms = 0.0
         self.infer_calls = 0
-        for key, value in self.settings(params).items():
-            setattr(self, key, value)
+        self.params = self.Params(**self.settings(params))
         self.inp = self.bind_inputs(compiled) if compiled is not None else {}
         self.out = self.bind_outputs(compiled) if compiled is not None else {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.parameters = declared(cls.Params)
 
     def use_signals(self, wanted: tuple[str, ...]) -> None:
         """A gaze stage that can leave a signal out computes only those `wanted` from here on."""
@@ -131,12 +107,10 @@ class Stage(ABC):
             if p is None:
                 raise EdgegazeError(f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}")
             try:
-                out[key] = p.parse(value)
-            except ValueError:
-                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be {_type_name(p.type)}, got '{value}'") from None
-            if not p.allows(out[key]):
-                what = " ".join(filter(None, ("a finite number" if p.type is float else _type_name(p.type), p.span())))
-                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be {what}, got '{value}'")
+                out[key] = p.read(value)
+            except Refused as e:  # text that is no number says so; a number out of bounds, the bounds
+                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be "
+                                    f"{p.kind_word() if e.unread else p.what()}, got '{value}'") from None
         return out
 
     @classmethod

@@ -16,13 +16,14 @@ whose calibration reads the network alone never runs the iris model (about half 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from pipeline.results import FaceResult, Gaze
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage
 
 ROLES = ("network", "iris")
 
@@ -32,12 +33,16 @@ class DualGaze(FaceStage):
     requires = {"landmarks": None, "head_pose": None}
     signals = ROLES
     parts = {"network": "gaze-estimation-adas-0002", "iris": "iris-landmark"}
-    parameters = {"iris": Param(bool, False, "also run the iris model and report its gaze (calibration turns it "
-                                             "on where it uses it)")}
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        iris: bool = setting(False, "also run the iris model and report its gaze (calibration turns it "
+                             "on where it uses it)")
 
     def __init__(self, parts: dict[str, FaceStage], **params):
         super().__init__(None, **params)
         self.part = parts
+        self.iris = self.params.iris  # on or off from here on: use_signals
 
     def use_signals(self, wanted: tuple[str, ...]) -> None:
         self.iris = "iris" in wanted

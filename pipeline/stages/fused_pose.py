@@ -24,11 +24,13 @@ scripts/amortize_3ddfa.py, which replays `due` and `carry` on the videos' traces
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import openvino as ov
 
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages.base import Param
+from pipeline.settings import setting
 from pipeline.stages.mesh_pose import MeshHeadPose, PoseOfKeptLandmarks
 from pipeline.stages.tddfa_pose import TDDFAHeadPose
 
@@ -69,27 +71,31 @@ def angles(pose: HeadPose) -> np.ndarray:
 class FusedHeadPose(PoseOfKeptLandmarks, TDDFAHeadPose):
     kept_key = KEPT_KEY
     requires = {"landmarks": "face-landmark"}  # the mesh fit needs the 468-point mesh
-    parameters = {
-        **TDDFAHeadPose.parameters, **MeshHeadPose.parameters,
-        **{f"{axis}_weight": Param(float, 0.5, f"the network's share of {axis} (0: the mesh fit alone, 1: the network "
-                                               "alone)", low=0, high=1) for axis in AXES},
-        "net_every": Param(int, 30, "on a tracked face, run the network at least every this many frames and carry "
-                                    "its offset from the mesh fit in between (1: every frame)", low=1),
-        "net_move_deg": Param(float, 5.0, "and whenever the mesh fit has turned more than this on some axis since "
-                                          "the network last ran (degrees)", above=0),
-    }
+
+    @dataclass(frozen=True)
+    class Params(MeshHeadPose.Params, TDDFAHeadPose.Params):
+        yaw_weight: float = setting(0.5, "the network's share of yaw (0: the mesh fit alone, 1: the network alone)",
+                                    low=0, high=1)
+        pitch_weight: float = setting(0.5, "the network's share of pitch (0: the mesh fit alone, 1: the network "
+                                      "alone)", low=0, high=1)
+        roll_weight: float = setting(0.5, "the network's share of roll (0: the mesh fit alone, 1: the network alone)",
+                                     low=0, high=1)
+        net_every: int = setting(30, "on a tracked face, run the network at least every this many frames and carry "
+                                 "its offset from the mesh fit in between (1: every frame)", low=1)
+        net_move_deg: float = setting(5.0, "and whenever the mesh fit has turned more than this on some axis since "
+                                      "the network last ran (degrees)", above=0)
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
-        self.mesh = MeshHeadPose(hfov_deg=self.hfov_deg)
-        self.weights = np.array([self.yaw_weight, self.pitch_weight, self.roll_weight])
+        self.mesh = MeshHeadPose(hfov_deg=self.params.hfov_deg)
+        self.weights = np.array([getattr(self.params, f"{axis}_weight") for axis in AXES])
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """The network's crop where it runs now (None where its offset is carried); context = the mesh
         fit's angles and the face's track."""
         points, camera = self.mesh.preprocess(frame, result)
         mesh = angles(self.mesh.postprocess([points], camera))
-        run = due(result.face.track.get(TRACK_KEY), mesh, self.net_every, self.net_move_deg)
+        run = due(result.face.track.get(TRACK_KEY), mesh, self.params.net_every, self.params.net_move_deg)
         return (super().preprocess(frame, result)[0] if run else None), (mesh, result.face.track)
 
     def infer(self, inputs):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,8 @@ import numpy as np
 
 from pipeline.errors import FaceUnreadable
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage
 
 CANONICAL_FILE = Path(__file__).with_name("mesh_canonical.json")
 HFOV_DEG = 60.0  # assumed horizontal field of view of the camera (typical webcams: 55-78 deg)
@@ -157,15 +159,17 @@ class MeshHeadPose(PoseOfKeptLandmarks, FaceStage):
 
     kind = "head_pose"
     requires = {"landmarks": "face-landmark"}  # the 468-point FaceMesh
-    parameters = {"hfov_deg": Param(float, HFOV_DEG, "assumed horizontal field of view of the camera, degrees",
-                                     above=0, below=180)}
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        hfov_deg: float = setting(HFOV_DEG, "assumed horizontal field of view of the camera, degrees", above=0, below=180)
 
     def __init__(self, compiled: Any = None, **params):
         super().__init__(None, **params)
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """The rigid subset's 2-D points, and the camera matrix of this frame."""
-        return result.landmarks.points[canonical()[1], :2], camera_matrix(frame.shape, self.hfov_deg)
+        return result.landmarks.points[canonical()[1], :2], camera_matrix(frame.shape, self.params.hfov_deg)
 
     def infer(self, inputs: np.ndarray) -> list[np.ndarray]:
         return [inputs]
