@@ -157,12 +157,17 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
     return row
 
 
+def _alone(signal: str):
+    """A row's figure for one gaze signal alone; a set with a single signal has none (n/a)."""
+    return lambda row: row.get(f"{signal}_deg")
+
+
 COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", "targets", "d"),
            ("samples", "samples", "d"), ("mean_px", "mean px", ".0f"), ("mean_pct_width", "% width", ".1f"),
            ("mean_deg", "mean deg", ".2f"), ("median_deg", "median deg", ".2f"), ("mean_mm", "mean mm", ".1f"),
            ("precision_px", "precision px", ".0f"), ("precision_deg", "precision deg", ".2f"),
-           ("model", "calibration", ""), ("network_deg", "network alone deg", ".2f"),
-           ("iris_deg", "iris alone deg", ".2f"), ("both_deg", "both alone deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
+           ("model", "calibration", ""), (_alone("network"), "network alone deg", ".2f"),
+           (_alone("iris"), "iris alone deg", ".2f"), (_alone("both"), "both alone deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
            ("distance_source", "distance from", "")]
 
 
