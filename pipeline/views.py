@@ -148,9 +148,10 @@ class Figure:
 
 @dataclass(frozen=True)
 class Table:
-    """A table of `rows` (dicts) by `columns`. A row with an "error" failed: it shows its first
-    `names` columns (what names it) and the error in the last one. `mark` gives a row's class on the
-    page ("chosen"); `empty` is said instead of a table without rows."""
+    """A table of `rows` (dicts) by `columns`. Where rows can fail, `error` names the key that holds
+    why: such a row shows its first `names` columns (what names it), then "<failed>: <why>" in the
+    last one. `mark` gives a row's class on the page ("chosen"); `empty` is said instead of a table
+    without rows."""
 
     kind: ClassVar[str] = "table"
     id: str  # the table's id on its page (unique there)
@@ -158,18 +159,19 @@ class Table:
     rows: list
     sortable: bool = True
     empty: str = "No rows."
+    error: str | None = None
     names: int = 1
+    failed: str = "not run"
     mark: Callable[[dict], str] | None = None
-    failed: str = "not run"  # what a failed row's error follows
 
     def body(self) -> list[Row]:
         return [self._row(r) for r in self.rows]
 
     def _row(self, row: dict) -> Row:
-        error = row.get("error")
-        if error:
+        why = row.get(self.error) if self.error else None
+        if why:
             cells = [c.cell(row) if i < self.names else Cell("") for i, c in enumerate(self.columns)]
-            cells[-1] = Cell(f"{self.failed}: {error}", tone="bad")
+            cells[-1] = Cell(f"{self.failed}: {why}", tone="bad")
             return Row(cells, "failed")
         return Row([c.cell(row) for c in self.columns], self.mark(row) if self.mark else "")
 

@@ -93,3 +93,20 @@ def test_pages_render_strictly_from_views():
     # a column whose key the rows lack (a renamed JSON key) is an error naming it, never a column of n/a
     with pytest.raises(KeyError, match="'p50 ms' reads 'latency.p50_ms'"):
         Table("t", [Column("latency.p50_ms", "p50 ms")], [{"latency": {"p50": 1.0}}]).body()
+
+
+def test_a_structured_prune_page_from_a_real_report(tmp_path, browser):
+    """The per-unit sensitivity of a structured pruning with its sensitivity plan (no test fixture
+    makes one: the suite's structured run is uniform, and the plan takes many minutes): a real
+    prune_report.json (iris-landmark, ratio 0.5, tests/data/pages/) rendered as Markdown and page,
+    strictly; the two show the same tables, and a unit not measured at a level reads n/a."""
+    from browser import check_page, same_tables
+    from pipeline.optimize import pages, prune
+
+    report = json.loads((ROOT / "tests" / "data" / "pages" / "prune_structured.json").read_text())
+    figure = prune.sensitivity_figure(report["sensitivity"], "iris-landmark: per-unit sensitivity")
+    pages.write_prune(report, tmp_path, [], None, {"sensitivity": figure})
+    text = check_page(browser, tmp_path / "prune_report.html", figures=1)
+    assert "Per-unit sensitivity" in text and all(r["unit"] in text for r in report["sensitivity"])
+    assert same_tables(browser, tmp_path / "prune_report.md", tmp_path / "prune_report.html") == 4
+    assert any(len(r["error"]) == 1 for r in report["sensitivity"]) and "| n/a |" in (tmp_path / "prune_report.md").read_text()

@@ -192,28 +192,10 @@ def test_report_page_in_a_browser(short_report, browser):
 def test_report_markdown_and_page_show_the_same_tables(short_report, browser):
     """report.md and report.html are two renderings of one declaration (pipeline/report/view.py):
     the same tables in the same order, with the same headers and cells."""
-    import re
-
-    from browser import open_page
+    from browser import same_tables
 
     _, out = short_report
-    in_markdown, table = [], None
-    for line in (out / "report.md").read_text().splitlines():
-        if not line.startswith("|"):
-            table = None
-        elif not line.startswith("|---"):
-            if table is None:
-                table = []
-                in_markdown.append(table)
-            table.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]])
-    tab, problems = open_page(browser, out / "report.html")
-    try:
-        on_page = tab.eval_on_selector_all("table", """tables => tables.map(t => Array.from(t.rows,
-            row => Array.from(row.cells, cell => cell.textContent.trim())))""")
-    finally:
-        tab.close()
-    assert not problems, problems
-    assert len(on_page) == 6 and in_markdown == on_page
+    assert same_tables(browser, out / "report.md", out / "report.html") == 6
 
 
 def _bad(report: dict, case: str) -> dict:

@@ -58,7 +58,7 @@ def view(title: str, intro: str, columns: list, report: dict, notes: list = (), 
     lists = [Details(report[key], plain=True, summary=f"{len(report[key])} {key}")
              for key in ("excluded", "skipped") if report.get(key)]  # not every evaluation has these
     return View(title, [Text(intro), Heading("Results"), Text("One row per model set and precision."),
-                        Table("results", [Column(*c) for c in columns], report["rows"], names=2),
+                        Table("results", [Column(*c) for c in columns], report["rows"], error="error", names=2),
                         *map(Text, notes), *(Figure(name, caption) for name, caption in (captions or {}).items()),
                         *lists])
 

@@ -365,8 +365,8 @@ def pareto_view(summary: dict) -> View:
         Heading("Every candidate"),
         Text(f"Sorted by {metric}. Pareto: no other candidate is at least as fast and as accurate on every metric, and better "
              "on one."),
-        Table("candidates", [name, *CANDIDATE_COLUMNS], ordered, mark=lambda r: "chosen" if r is chosen else "",
-              failed="failed")])
+        Table("candidates", [name, *CANDIDATE_COLUMNS], ordered, error="error", failed="failed",
+              mark=lambda r: "chosen" if r is chosen else "")])
 
 
 def write_pareto(summary: dict, out: Path, files: list[Path], figures: dict) -> Path:
