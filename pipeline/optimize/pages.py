@@ -338,26 +338,40 @@ def _chosen(summary: dict, chosen: dict | None) -> list:
             Table("chosen", columns, [c], sortable=False)]
 
 
-def pareto_view(summary: dict) -> View:
-    """The search: what was measured, the chosen profile and why (the faster candidates and the limit
-    each broke), the Pareto plot, every candidate."""
+def _search_intro(summary: dict) -> list:
     metric, budget = summary["metric"], summary["budget"]
-    chosen = next((r for r in summary["rows"] if r["candidate"]["name"] == summary["chosen"]), None)
+    drops = ", ".join(f"{k} {v}" for k, v in budget["max_drop"].items()) or "none"
+    missing = summary["missing_int8"]
+    return [Text(f"{len(summary['rows'])} candidates of the {summary['space']} space measured in {summary['seconds']} s. "
+                 f"Speed per frame on {_codes(summary['videos'])} (up to {summary['max_frames']} frames each, decode "
+                 "excluded, one candidate at a time); accuracy against the default set's FP32 reference "
+                 f"({_codes(summary['datasets']) or 'videos only'}). Budget: {metric} ≤ {budget[metric]}; max drop {drops}."),
+            *([Text(f"No INT8 form on disk (searched without it): {', '.join(missing)}.")] if missing else [])]
+
+
+def _rejected(summary: dict, chosen: dict | None) -> list:
+    """The candidates faster than the chosen one (or all, when none fits) and the limit each broke."""
+    metric = summary["metric"]
     faster = sorted((r for r in summary["rows"] if r is not chosen and (chosen is None or "error" in r
                                                                       or r[metric] < chosen[metric])),
                     key=lambda r: number(r.get(metric)) or 0.0)
+    if not faster:
+        return []
+    speed = lambda r: f" ({show(r[metric])} {metric})" if number(r.get(metric)) is not None else ""  # noqa: E731
+    return [Heading("Faster candidates, and the limit each broke" if chosen else "Why each candidate was rejected", 3),
+            Items([f"`{r['candidate']['name']}`{speed(r)}: {why_not(r, summary)}" for r in faster])]
+
+
+def pareto_view(summary: dict) -> View:
+    """The search: what was measured, the chosen profile and why (the faster candidates and the limit
+    each broke), the Pareto plot, every candidate."""
+    metric = summary["metric"]
+    chosen = next((r for r in summary["rows"] if r["candidate"]["name"] == summary["chosen"]), None)
     ordered = sorted(summary["rows"], key=lambda r: (number(r.get(metric)) is None, number(r.get(metric)) or 0.0))
     name = Column(lambda r: r["candidate"]["name"] + (" (chosen)" if r is chosen else ""), "candidate", "")
     return View(f"Pipeline search: {summary['chosen'] or 'no candidate fits'}", [
-        Text(f"{len(summary['rows'])} candidates of the {summary['space']} space measured in {summary['seconds']} s. Speed "
-             f"per frame on {_codes(summary['videos'])} (up to {summary['max_frames']} frames each, decode excluded, one "
-             f"candidate at a time); accuracy against the default set's FP32 reference ({_codes(summary['datasets']) or 'videos only'}). "
-             f"Budget: {metric} ≤ {budget[metric]}; max drop " + ", ".join(f"{k} {v}" for k, v in budget["max_drop"].items()) + "."),
-        *([Text(f"No INT8 form on disk (searched without it): {', '.join(summary['missing_int8'])}.")] if summary["missing_int8"] else []),
-        Heading("The chosen profile and why"), *_chosen(summary, chosen),
-        *([Heading("Faster candidates, and the limit each broke" if chosen else "Why each candidate was rejected", 3),
-           Items([f"`{r['candidate']['name']}`" + (f" ({show(r[metric])} {metric})" if number(r.get(metric)) is not None else "")
-                  + f": {why_not(r, summary)}" for r in faster])] if faster else []),
+        *_search_intro(summary),
+        Heading("The chosen profile and why"), *_chosen(summary, chosen), *_rejected(summary, chosen),
         Figure("pareto", f"Each measured candidate's {metric} per frame against its accuracy drop from the FP32 reference "
                "(head-pose MAE up in degrees on the labeled stills, gaze as the median angle to the reference's on the same "
                "frames, and the percentage points of frames with a face lost). Star: chosen; squares: hand-picked; green: "
