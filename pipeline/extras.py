@@ -22,6 +22,7 @@ PROVIDES = {
     "mouse": ("pyautogui", "OneEuroFilter", *(("Xlib",) if sys.platform.startswith("linux") else ())),
     "torch": ("torch",),
     "ray": ("ray",),
+    "serve": ("pylsl",),  # `serve --lsl`
 }
 
 # command words -> the extras it needs (commands not named need none)

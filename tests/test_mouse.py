@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import need_tool, sample_rows, shared_path, synthetic_calibration
+from conftest import need_tool, private_display, sample_rows, shared_path, synthetic_calibration
 
 # omz: its head pose signs are the ones checked against the video below; EDGEGAZE_MOUSE_MODELS=mediapipe
 # runs the same tests on the default set.
@@ -31,24 +31,9 @@ W, H = 1280, 800
 @pytest.fixture(scope="module")
 def xserver():
     """A private Xvfb on a free display; DISPLAY points at it for this module."""
-    need_tool("Xvfb")
     need_tool("xdotool")
-    r, w = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-screen", "0", f"{W}x{H}x24", "-nolisten", "tcp"],
-                            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(w)
-    with os.fdopen(r) as f:  # Xvfb writes the display number it picked once it accepts clients
-        number = f.readline().strip()
-    assert number, "Xvfb did not start"
-    old = os.environ.get("DISPLAY")
-    os.environ["DISPLAY"] = f":{number}"
-    yield os.environ["DISPLAY"]
-    if old is None:
-        os.environ.pop("DISPLAY", None)
-    else:
-        os.environ["DISPLAY"] = old
-    proc.terminate()
-    proc.wait(timeout=10)
+    with private_display(W, H) as display:
+        yield display
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -226,3 +227,33 @@ def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130 and "Traceback" not in err, (p.returncode, err[-2000:])
     assert not list(out.glob(".*part*")), list(out.iterdir())
+
+
+RAY_CLIENT = """import ray, sys
+ray.init(address=sys.argv[1], logging_level="ERROR")
+print("connected", ray.cluster_resources().get("CPU"))
+"""
+
+
+def test_the_local_ray_refuses_a_connection_without_its_token(ray_session, tmp_path):
+    """The Ray that `batch` and `optimize pipeline` start listens on every interface: a driver
+    that brings no token, or another one, is refused; one with the cluster's token gets in."""
+    from pathlib import Path
+
+    from pipeline import cluster
+
+    address = ray_session.get_runtime_context().gcs_address
+    assert os.environ[cluster.AUTH_MODE] == "token"
+    token = os.environ.get(cluster.AUTH_TOKEN) or Path(os.environ.get(cluster.AUTH_TOKEN_PATH, Path.home() / ".ray" /
+                                                                      "auth_token")).read_text().strip()
+    (tmp_path / "home").mkdir()  # no ~/.ray/auth_token there
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    base.update(HOME=str(tmp_path / "home"), RAY_gcs_server_port_wait_time_s="1")  # one try, not Ray's 20
+    for env in (base, {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}):
+        out = subprocess.run([sys.executable, "-c", RAY_CLIENT, address], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode != 0 and "Authentication token is missing or incorrect" in out.stderr, out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-c", RAY_CLIENT, address], env={**base, "RAY_AUTH_MODE": "token",
+                                                                          "RAY_AUTH_TOKEN": token},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("connected"), out.stderr[-2000:]

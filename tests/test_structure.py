@@ -21,7 +21,7 @@ MAX_LINES = 60
 LAYERS = [
     ("cli", "__main__"),
     ("api",),
-    ("report", "evaluate", "optimize", "batch", "deploy"),
+    ("report", "evaluate", "optimize", "batch", "deploy", "serve"),
     ("control",),
     ("arguments",),
     ("profile",),
