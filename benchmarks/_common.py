@@ -46,6 +46,19 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
     (out / f"{name}.md").write_text(markdown + "\n")
 
 
+def results_view(title: str, intro: list[str], rows: list[dict], keys: list[str], captions: dict, specs: dict):
+    """A benchmark's results as one View (pipeline/views.py), its Markdown and page alike: the intro
+    paragraphs (Markdown), a row per result by `keys` (headers: the key with spaces; figures .2f unless
+    `specs` names another, "" for text), each plot's caption."""
+    from pipeline.views import Column, Figure, Heading, Table, Text, View
+
+    # a row lacks what its contender or window does not measure (MediaPipe: model inferences;
+    # --paced-frames 0: the paced figures): n/a there
+    columns = [Column(lambda r, k=k: r.get(k), k.replace("_", " "), specs.get(k, ".2f")) for k in keys]
+    return View(title, [*map(Text, intro), Heading("Results"), Table("results", columns, rows),
+                        *(Figure(name, caption) for name, caption in captions.items())])
+
+
 def write_view(out: Path, name: str, payload: dict, view, *, summary: str, figures: dict) -> Path:
     """<out>/<name>.json (the payload), <name>.md and <name>.html, both rendered from `view` (a
     pipeline.views.View of the payload, declared once), the figures as <name>.png beside them and

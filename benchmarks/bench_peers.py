@@ -37,13 +37,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from _common import default_pipeline, infer_calls, load_average, machine, still_face_default, write_view  # noqa: E402
+from _common import (default_pipeline, infer_calls, load_average, machine, results_view,  # noqa: E402
+                     still_face_default, write_view)
 from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
-from pipeline.views import Column, Figure, Heading, Table, Text, View  # noqa: E402
+from pipeline.views import View  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
@@ -195,16 +196,11 @@ def view(payload: dict, args) -> View:
              "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
              f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
              f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones."]
-    # a contender lacks what it does not measure: MediaPipe its model inferences, every one the paced
-    # figures with --paced-frames 0
-    columns = [Column(lambda r, k=k: r.get(k), k.replace("_", " "), "" if k in ("contender", "face_found") else ".2f")
-               for k in COLUMNS]
-    return View("Peer comparison", [
-        *map(Text, intro), Heading("Results"), Table("results", columns, rows),
-        Figure("peers", f"Left: frames per second of each contender fed as fast as it takes them ({payload['frames']} "
-               f"frames, decode excluded). Right: frame-in to result-out latency with frames fed at {args.paced_fps:g} fps, "
-               "p50 (dot) to p99 (end of the line), logarithmic. The contenders take the same blocks of frames in turn, so "
-               "a change of load on the machine hits them alike.")])
+    caption = (f"Left: frames per second of each contender fed as fast as it takes them ({payload['frames']} frames, "
+               f"decode excluded). Right: frame-in to result-out latency with frames fed at {args.paced_fps:g} fps, p50 "
+               "(dot) to p99 (end of the line), logarithmic. The contenders take the same blocks of frames in turn, so a "
+               "change of load on the machine hits them alike.")
+    return results_view("Peer comparison", intro, rows, COLUMNS, {"peers": caption}, {"contender": "", "face_found": ""})
 
 
 def write(out: Path, payload: dict, args) -> None:
