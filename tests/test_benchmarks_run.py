@@ -84,6 +84,14 @@ def test_peers_page_in_a_browser(peers_out, browser):
     assert check_index(browser, out) == [(out / "peers.html").resolve()]
 
 
+def test_peers_markdown_and_page_show_the_same_table(peers_out, browser):
+    """peers.md and peers.html: one View (bench_peers.view), every contender a row of both."""
+    from browser import same_tables
+
+    out = peers_out / "out"
+    assert same_tables(browser, out / "peers.md", out / "peers.html") == 1
+
+
 def test_bench_prune_parses_its_options(tmp_path):
     """Only its options: a real run even at 2 distillation steps on 16 frames took over 10 minutes
     on 2 cores (the per-layer sensitivity analysis dominates), too long for the suite."""
