@@ -38,7 +38,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from _common import default_pipeline, load_average, machine, markdown_table, write_page, write_results  # noqa: E402
+from _common import default_pipeline, load_average, machine, results_view, write_view  # noqa: E402
 from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.cameras import CameraBack, CameraEvent, CameraGone, LiveOptions, open_url  # noqa: E402
 from pipeline.sources import Frame, open_source  # noqa: E402
@@ -145,9 +145,6 @@ def _write_latency(out: Path, payload: dict, runs: dict) -> None:
              "newest frame: the capture thread keeps only the newest frame (`run` and `mouse` since issue 49); "
              "sequential: frames read in the pipeline's thread, in order, as before. latency last s: the mean over "
              "each turn's last frames. target: pipeline p50 + one frame interval, for the newest-frame p50."]
-    md = "# Live latency: newest frame against sequential reads\n\n" + "\n\n".join(intro) + "\n\n" + \
-        markdown_table(payload["rows"], LATENCY_COLUMNS) + "\n\n![latency](live_latency.png)"
-    write_results(out, "live_latency", payload, md)
     fig, ax = plt.subplots(figsize=(9, 4))
     for mode, turns in runs.items():
         for k, t in enumerate(turns):
@@ -164,8 +161,10 @@ def _write_latency(out: Path, payload: dict, runs: dict) -> None:
     caption = ("Capture-to-pointer latency per frame over each turn, logarithmic. Read in order, frames queue behind a "
                "slow pipeline and the pointer falls further behind the eyes; with the newest frame it stays one "
                "pipeline time behind.")
-    write_page(out, "live_latency", payload, title="Live latency", intro=intro, columns=LATENCY_COLUMNS,
-               figures={"live_latency": fig}, captions={"live_latency": caption})
+    shown = results_view("Live latency: newest frame against frames read in order", intro, payload["rows"],
+                         LATENCY_COLUMNS, {"live_latency": caption},
+                         {"mode": "", "frames": "d", "target_met": "", **{k: ".0f" for k in LATENCY_COLUMNS[2:-1]}})
+    write_view(out, "live_latency", payload, shown, summary=intro[0], figures={"live_latency": fig})
     print(f"wrote {out}/live_latency.json, .md, .png, .html")
 
 
@@ -344,13 +343,13 @@ def _write_soak(out: Path, payload: dict) -> None:
              "while the pipeline was busy.",
              "Each row is one sample window: frames taken in it, frames dropped (newest-frame capture), latency from "
              "the camera sending a frame to its result, process CPU time per frame (all threads)."]
-    md = "# Live soak: a camera that drops, over a long run\n\n" + "\n\n".join(intro) + "\n\n" + \
-        markdown_table(payload["rows"], SOAK_COLUMNS) + "\n\n![soak](live_soak.png)"
-    write_results(out, "live_soak", payload, md)
     caption = ("Resident memory, descriptors and threads, latency and CPU per frame over the run; grey: the camera gone "
                "(killed, then restarted and reconnected).")
-    write_page(out, "live_soak", payload, title="Live soak", intro=intro, columns=SOAK_COLUMNS,
-               figures={"live_soak": soak_figure(payload)}, captions={"live_soak": caption})
+    shown = results_view("Live soak: a camera that drops, over a long run", intro, payload["rows"], SOAK_COLUMNS,
+                         {"live_soak": caption}, {"t_min": ".1f", "rss_mb": ".1f", "fds": "d", "threads": "d",
+                                                  "frames": "d", "dropped": "d", "latency_p50_ms": ".1f",
+                                                  "latency_p99_ms": ".1f"})
+    write_view(out, "live_soak", payload, shown, summary=intro[1], figures={"live_soak": soak_figure(payload)})
     print(intro[1])
     print(f"wrote {out}/live_soak.json, .md, .png, .html")
 

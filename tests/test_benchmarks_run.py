@@ -84,6 +84,14 @@ def test_peers_page_in_a_browser(peers_out, browser):
     assert check_index(browser, out) == [(out / "peers.html").resolve()]
 
 
+def test_peers_markdown_and_page_show_the_same_table(peers_out, browser):
+    """peers.md and peers.html: one View (bench_peers.view), every contender a row of both."""
+    from browser import same_tables
+
+    out = peers_out / "out"
+    assert same_tables(browser, out / "peers.md", out / "peers.html") == 1
+
+
 def test_live_benchmarks_run_short_and_the_soak_stays_flat(zoo_ready, tmp_path):
     """bench_live: a 12 s soak with the camera dropped once (it reconnects; descriptors and threads
     end where they began), then two 2 s latency turns (newest frame against frames read in order)."""

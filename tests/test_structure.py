@@ -34,7 +34,7 @@ LAYERS = [
     ("convert",),
     ("zoo", "modelcache", "sources", "cameras", "tddfa_net"),
     ("paths", "errors", "settings", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
-     "pipeline"),
+     "views", "pipeline"),
 ]
 
 

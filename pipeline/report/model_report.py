@@ -298,16 +298,17 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.
 def write_report(report: dict, out: Path, index: str | Path | None = "") -> list[Path]:
     """report.json, the plots (PNG), report.md and report.html in `out`; the page is listed in
     `index`/index.html ("": in `out`'s)."""
-    from pipeline.report import html, markdown, plots
+    from pipeline.report import html, plots
+    from pipeline.report.view import view
 
     out = Path(out)
     written = [out / "report.json", out / "report.md"]
     paths.atomic_write(written[0], json.dumps(report, indent=2))
     pngs, svgs = plots.write_plots(report, out)
-    paths.atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
-    page = html.write_page(out / "report.html", "report.html.j2", report, title=f"edgegaze report: {report['models_set']} set",
-                           what="edgegaze report", summary=_summary(report), figures=svgs, files=written,
-                           index=index, notes=markdown.notes(report))
+    shown = view(report)
+    paths.atomic_write(written[1], shown.markdown({name: p.name for name, p in zip(svgs, pngs)}))
+    page = html.write_page(out / "report.html", shown, what="edgegaze report", summary=_summary(report),
+                           created=report["created"], figures=svgs, files=written, index=index)
     return written + pngs + [page]
 
 
