@@ -146,3 +146,4 @@ def pipeline_from_args(args):
             print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
         spec, models = profile.over(spec), profile.models
     return spec.with_params(args.params), models, profile
+

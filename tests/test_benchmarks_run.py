@@ -89,6 +89,29 @@ def test_peers_page_in_a_browser(peers_out, browser):
     assert check_index(browser, out) == [(out / "peers.html").resolve()]
 
 
+def test_peers_markdown_and_page_show_the_same_table(peers_out, browser):
+    """peers.md and peers.html: one View (bench_peers.view), every contender a row of both."""
+    from browser import same_tables
+
+    out = peers_out / "out"
+    assert same_tables(browser, out / "peers.md", out / "peers.html") == 1
+
+
+def test_live_benchmarks_run_short_and_the_soak_stays_flat(zoo_ready, tmp_path):
+    """bench_live: a 12 s soak with the camera dropped once (it reconnects; descriptors and threads
+    end where they began), then two 2 s latency turns (newest frame against frames read in order)."""
+    bench("bench_live.py", "soak", "latency", "--minutes", "0.2", "--drop-every", "0.08", "--drop-for", "1",
+          "--sample", "3", "--warmup", "0.05", "--seconds", "2", "--turns", "1", "--slow-ms", "60",
+          "--video", shared_path("video/webcam_640x480.mp4"), "--frames", "60", "--out", "out", cwd=tmp_path)
+    soak = json.loads((tmp_path / "out/live_soak.json").read_text())["summary"]
+    assert soak["camera_drops"] >= 1 and soak["reconnected"] >= 1 and soak["frames"] > 0, soak
+    assert soak["fds_first_last"][0] == soak["fds_first_last"][1], soak
+    assert soak["threads_first_last"][0] == soak["threads_first_last"][1], soak
+    rows = {r["mode"]: r for r in json.loads((tmp_path / "out/live_latency.json").read_text())["rows"]}
+    assert rows["newest frame"]["frames"] > 0 and rows["sequential"]["frames"] > 0
+    assert all((tmp_path / "out" / f).exists() for f in ("live_soak.png", "live_soak.html", "live_latency.html"))
+
+
 def test_bench_prune_parses_its_options(tmp_path):
     """Only its options: a real run even at 2 distillation steps on 16 frames took over 10 minutes
     on 2 cores (the per-layer sensitivity analysis dominates), too long for the suite."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.arguments import pipeline_from_args
+from pipeline.cameras import CameraEvent, CameraGone
 from pipeline.control import calibration as cal
 from pipeline.control import ui
 from pipeline.control.clicks import EyeClosure, closed_eyes_source
@@ -39,6 +40,8 @@ class MouseSummary:
     stopped_by: str = "end of input"
     seconds: float = 0.0
     move_ms_max: float = 0.0
+    held: bool = False  # paused because the camera is gone (not by the user)
+    camera_note: str = ""  # a live source's gaps and dropped frames
 
     def step(self, controller: MouseController, fr, log):
         """One pointer step for a frame's result, counted; returns the controller's decision."""
@@ -55,7 +58,17 @@ class MouseSummary:
     def line(self) -> str:
         top = ", ".join(f"{k} {v}" for k, v in self.states.most_common())
         return (f"{self.frames} frames ({top}); {self.clicks} click(s); stopped by {self.stopped_by}; "
-                f"{self.frames / max(self.seconds, 1e-6):.1f} frames/s")
+                f"{self.frames / max(self.seconds, 1e-6):.1f} frames/s" + (f"; {self.camera_note}" if self.camera_note else ""))
+
+    def camera(self, controller: MouseController, event: CameraEvent, log) -> None:
+        """The camera went away: the pointer pauses (no click fires, the dwell restarts) until it is
+        back, when tracking starts afresh; a pause the user chose stays."""
+        gone = isinstance(event, CameraGone)
+        if gone != controller.paused and (gone or self.held):
+            controller.toggle_pause()
+            self.held = gone
+        log(f"{event}; " + ("the pointer waits for it, no click fires" if gone else
+                            "tracking starts again" if not controller.paused else "the pointer stays paused (hotkey)"))
 
 
 def _face(frame_result):
@@ -129,7 +142,7 @@ def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", s
     screen = ui.CalibrationScreen(geometry.width_px, geometry.height_px)
     sampler = cal.SteadySampler(settle_s)
     samples: dict[int, list] = {}
-    results = iter(pipeline.run(frames))
+    results = _frames_only(pipeline.run(frames), log)
     log(f"calibration: look at each of the {len(points)} targets until it moves on")
     try:
         for k, (x, y) in enumerate(points):
@@ -139,6 +152,15 @@ def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", s
     finally:
         screen.close()
     return cal.fit(points, {k: v for k, v in samples.items() if v}, geometry, user or "", method, min_samples)
+
+
+def _frames_only(results, log):
+    """The pipeline's results without a live camera's events, each said in one line (a target waits meanwhile)."""
+    for r in results:
+        if isinstance(r, CameraEvent):
+            log(str(r))
+        else:
+            yield r
 
 
 def _sample_target(results, sampler, screen, samples: list, want: int, max_s: float) -> bool:
@@ -204,10 +226,10 @@ def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=No
     pipeline = _pipeline(o.pipeline, profile, o.params)
     advice = cal.IN_A_BUNDLE if profile is not None and profile.bundled else cal.RUN_ITS_SET  # for another gaze stage's calibration
     _gaze_signals(o, pipeline, calib, log, advice)
-    source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
+    source = open_source(o.input, max_frames=o.max_frames, flip=o.flip, live=replace(o.live, wait=True), events=True)
     if o.mode in modes.gaze_modes() and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
-            return source if source.kind == "camera" else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
+            return source if source.live else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
 
         calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
@@ -319,6 +341,9 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
     frames = iter(source)
     try:
         for fr in pipeline.run(frames):
+            if isinstance(fr, CameraEvent):  # a live camera went away or came back
+                summary.camera(controller, fr, log)
+                continue
             if hotkey is not None and hotkey.pressed():
                 log(f"{controller.toggle_pause()}d (hotkey)")
             d = summary.step(controller, fr, log)
@@ -335,6 +360,7 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
     finally:
         summary.seconds = time.perf_counter() - start
         frames.close()  # releases the capture now, not at interpreter exit
+        summary.camera_note = source.live_note() if hasattr(source, "live_note") else ""
         for closing in (recorder, hotkey, show):
             if closing is not None:
                 closing.close()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pipeline.arguments import add_pipeline_options, spec_from_args
+from pipeline.cameras import LiveOptions
 from pipeline.control import calibration as cal
 from pipeline.control.mapping import MappingConfig, MotionConfig
 from pipeline.control.modes import MODES, POINTER, Mode, PointerOptions
@@ -45,7 +46,7 @@ def _targets(text: str) -> str:
 
 @dataclass
 class MouseOptions(Options):
-    input: str = setting("0", "webcam index or video file", metavar="INDEX_OR_FILE")
+    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...) or video file", metavar="SOURCE")
     mode: Mode = setting(Mode.HEAD, "; ".join(f"{m}: {d.help}" for m, d in MODES.items()))
     # the pipeline (PipelineSpec: stages, runtime options); None: the default set. A deployment
     # profile (or bundle) replaces its stages and the runtime options a profile sets; --param
@@ -55,6 +56,8 @@ class MouseOptions(Options):
     params: list[str] | None = None
     max_frames: int | None = setting(None, "stop after this many frames (default: until the input ends)", low=1)
     flip: bool = setting(False, "mirror the input (selfie view); directions stay right")
+    # a camera that goes away is waited for, all day: the pointer pauses until it is back
+    live: LiveOptions = section(LiveOptions, reconnect_s=None)
     dry_run: bool = setting(False, "compute and record targets, move nothing")
     screen_size: tuple[int, int] | None = setting(None, "dry-run screen WxH when there is no display (default "
                                                   "1920x1080)", parser=_screen_size, metavar="WxH")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from pipeline.cameras import CameraEvent
 from pipeline.control import app, pointing, ui
 from pipeline.control.mouse import FailSafeTriggered, TrajectoryRecorder
 from pipeline.control.options import MouseOptions
@@ -48,9 +49,12 @@ def _drive(o: MouseOptions, prepared, controller, screen, session: pointing.Sess
     recorder = TrajectoryRecorder(o.record) if o.record else None
     stopped, frames, start = "end of input", 0, time.perf_counter()
     total = len(session.task.expected())
-    source = iter(prepared.source)
+    source, camera = iter(prepared.source), app.MouseSummary()  # a camera gone pauses the test's pointer too
     try:
         for fr in prepared.pipeline.run(source):
+            if isinstance(fr, CameraEvent):
+                camera.camera(controller, fr, log)
+                continue
             d = controller.step(fr.timestamp, app._face(fr))
             frames += 1
             if recorder:
