@@ -31,7 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from _common import machine, markdown_table, write_page, write_results  # noqa: E402
+from _common import machine, write_view  # noqa: E402
 import pointing_sim as sim  # noqa: E402
 from pipeline.control import pointing  # noqa: E402
 from pipeline.control.modes import Mode, PointerOptions  # noqa: E402
@@ -169,6 +169,8 @@ def main() -> None:
 
 
 def write(a, paths, noise, bench, task, feeds, results) -> None:
+    from pipeline.views import Column, Figure, Heading, Table, Text, View
+
     first = next(iter(results))
     main_rows = results[first]
     base = next(r for r in main_rows if r["row"] == BASELINE)
@@ -185,24 +187,26 @@ def write(a, paths, noise, bench, task, feeds, results) -> None:
                "gaze_errors": [str(p) for p in paths], "noise": noise.about, "human": dataclasses.asdict(sim.Human()),
                "baseline": BASELINE, "rows": [flat(r) for r in main_rows], "stability": stability,
                "results": {k: [{x: y for x, y in r.items() if x != "selections"} for r in v] for k, v in results.items()}}
-    md = ["# Pointer modes on the ISO 9241-9 task (simulated user, measured noise)\n",
-          f"{bench.width_px}x{bench.height_px} px screen of {bench.width_mm:g}x{bench.height_mm:g} mm at "
-          f"{bench.distance_mm:g} mm ({bench.px_per_deg:.1f} px/deg); widths 16, 32, 64 px, distances 256 and 512 px, "
-          f"9 targets a ring, {a.blocks} block(s) per mode; gaze errors of `{first}` "
-          f"(mean {stability[0]['mean error deg']:.2f} deg); noise: {json.dumps(noise.about.get('summary'))}.\n",
-          markdown_table([flat(r) for r in main_rows], list(flat(main_rows[0]))),
-          f"\nBaseline {BASELINE}: {base['tpe_bits_s']:.2f} bits/s.\n", "## The best mode per input\n",
-          markdown_table(stability, list(stability[0])), "\n![modes](pointing_bench_modes.png)\n"]
-    write_results(a.out, "pointing_bench", payload, "\n".join(md))
-    figures = plots(main_rows)
-    intro = [f"The pointer modes on the ISO 9241-9 multi-directional task, done by a simulated user whose gaze error "
-             f"is `{first}`'s and whose gaze and head jitter were measured on the shared videos; plain gaze with dwell "
-             f"clicks ({BASELINE}) is the baseline, in the same run.",
-             "Stability: the best mode for each input (other sessions, scaled and resampled errors, a slower and a "
-             "noisier person) is in pointing_bench.json and the Markdown."]
-    write_page(a.out, "pointing_bench", payload, title="Pointer modes on the ISO 9241-9 task", intro=intro,
-               columns=list(flat(main_rows[0])), figures={"pointing_bench_modes": figures["modes"]},
-               captions={"pointing_bench_modes": "Effective throughput (left) and hit rate per target width (right) of each mode."})
+
+    def columns(rows):
+        return [Column(k, k, "" if isinstance(rows[0][k], (str, bool)) else ".2f") for k in rows[0]]
+    intro = (f"The pointer modes on the ISO 9241-9 multi-directional task, done by a simulated user (benchmarks/"
+             f"pointing_sim.py) through edgegaze's own controller: a {bench.width_px}x{bench.height_px} px screen of "
+             f"{bench.width_mm:g}x{bench.height_mm:g} mm at {bench.distance_mm:g} mm ({bench.px_per_deg:.1f} px/deg); "
+             f"widths 16, 32, 64 px, distances 256 and 512 px, 9 targets a ring, {a.blocks} block(s) per mode and "
+             f"input. Gaze errors of `{first}` (mean {stability[0]['mean error deg']:.2f} deg); gaze and head jitter of "
+             f"still faces on the shared videos: `{json.dumps(noise.about.get('summary'))}`. Plain {BASELINE} is the "
+             f"baseline, in the same run ({base['tpe_bits_s']:.2f} bits/s).")
+    shown = View("Pointer modes on the ISO 9241-9 task (simulated user, measured noise)", [
+        Text(intro), Heading("Results"), Table("results", columns(payload["rows"]), payload["rows"]),
+        Heading("The best mode per input"),
+        Text("The same run fed other errors and another person: the best mode (the highest TPe among those with "
+             ">= 90 % hits at 16 px and >= 95 % at 32 px) for each."),
+        Table("stability", columns(stability), stability),
+        Figure("pointing_bench_modes", "Effective throughput (left) and hit rate per target width (right) of each "
+                                       "mode, on the first input.")])
+    write_view(a.out, "pointing_bench", payload, shown, summary=f"best: {stability[0]['best mode']}",
+               figures={"pointing_bench_modes": plots(main_rows)["modes"]})
 
 
 if __name__ == "__main__":

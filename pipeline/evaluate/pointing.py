@@ -9,37 +9,41 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.evaluate import common, tables
+from pipeline.views import Column, Figure, Heading, Table, Text, View
 
-COLUMNS = [("condition", "condition", ""), ("distance_px", "D px", ".0f"), ("width_px", "W px", ".0f"),
-           ("id_bits", "ID bits", ".2f"), ("trials", "trials", "d"), ("error_rate_pct", "errors %", ".1f"),
-           ("mt_s", "MT s", ".2f"), ("we_px", "We px", ".1f"), ("ide_bits", "IDe bits", ".2f"),
-           ("tpe_bits_s", "TPe bits/s", ".2f")]
+COLUMNS = [Column("condition", "condition", ""), Column("distance_px", "D px", ".0f"), Column("width_px", "W px", ".0f"),
+           Column("id_bits", "ID bits", ".2f"), Column("trials", "trials", "d"),
+           Column("error_rate_pct", "errors %", ".1f"), Column("mt_s", "MT s", ".2f"),
+           Column(lambda r: r.get("we_px"), "We px", ".1f"), Column(lambda r: r.get("ide_bits"), "IDe bits", ".2f"),
+           Column("tpe_bits_s", "TPe bits/s", ".2f")]
 
 
 def rows(result: dict) -> list[dict]:
-    """One row per condition, then one per width, then overall."""
+    """One row per condition, then one per width, then overall (the sums have no D, ID, We or IDe)."""
+    blank = {"distance_px": None, "width_px": None, "id_bits": None}
     out = [{"condition": f"#{i + 1}", **c} for i, c in enumerate(result["conditions"])]
-    out += [{"condition": f"all W = {w['width_px']:g} px", **w} for w in result["per_width"]]
-    return out + [{"condition": "overall (mean of the conditions)", **result["overall"]}]
+    out += [{**blank, "condition": f"all W = {w['width_px']:g} px", **w} for w in result["per_width"]]
+    return out + [{**blank, "condition": "overall (mean of the conditions)", **result["overall"]}]
 
 
-def view(result: dict) -> tables.View:
+def view(result: dict) -> View:
     o, done = result["overall"], result["trials_done"]
     state = "complete" if result["complete"] else f"stopped after {done} of {result['trials_expected']} trials " \
                                                   f"({result.get('stopped_by', 'interrupted')})"
     what = f"`--mode {result.get('mode', '?')}`" + (" with zoom-to-click" if result.get("zoom") else "") + \
         (" with fixation hold" if result.get("fixation_hold") else "") + \
         f", clicks: {', '.join(result.get('clicks') or ['none'])}"
-    return tables.View(
-        "Pointing test (ISO 9241-9, multi-directional)",
-        f"{what}; {result['task']['screen_px'][0]}x{result['task']['screen_px'][1]} px screen, "
-        f"{result['task']['targets_per_ring']} targets a ring; {state}. Effective throughput TPe = IDe / MT with "
-        f"We = 4.133 x SD of the selections along the task axis (MacKenzie's formulas); overall TPe "
-        f"{_fmt(o['tpe_bits_s'])} bits/s, errors {_fmt(o['error_rate_pct'], '.1f')} %.",
-        COLUMNS, notes=["Share it: send pointing.json (every trial, the task and the settings) with the mode and "
-                        "camera you used; pointing.html opens offline."],
-        captions={"selections": "Each condition's ring of targets (circles, the width W) and every selection: "
-                                "hits in green, misses in red, each joined to its target."})
+    return View("Pointing test (ISO 9241-9, multi-directional)", [
+        Text(f"{what}; {result['task']['screen_px'][0]}x{result['task']['screen_px'][1]} px screen, "
+             f"{result['task']['targets_per_ring']} targets a ring; {state}. Effective throughput TPe = IDe / MT with "
+             f"We = 4.133 x SD of the selections along the task axis (MacKenzie's formulas); overall TPe "
+             f"{_fmt(o['tpe_bits_s'])} bits/s, errors {_fmt(o['error_rate_pct'], '.1f')} %."),
+        Heading("Results"), Text("One row per condition (distance D, width W), then per width, then overall."),
+        Table("results", COLUMNS, result["rows"]),
+        Text("Share it: send pointing.json (every trial, the task and the settings) with the mode and camera you "
+             "used; pointing.html opens offline."),
+        Figure("selections", "Each condition's ring of targets (circles, the width W) and every selection: hits in "
+                             "green, misses in red, each joined to its target.")])
 
 
 def _fmt(value, spec: str = ".2f") -> str:
@@ -81,13 +85,11 @@ def write(result: dict, out) -> list[Path]:
 
     report = common.rounded({"evaluation": "pointing", **result, "rows": rows(result)})
     folder = tables.out_dir(out)
-    v = view(report)
+    shown = view(report)
     pngs, svgs = html.save_figures({"selections": selections_plot(report)}, folder, stem="pointing_")
-    markdown = v.markdown(report["rows"]) + "\n" + "".join(f"![{p.stem}]({p.name})\n" for p in pngs)
     paths = [tables.write_json(folder / "pointing.json", {**report, "plots": [p.name for p in pngs]}),
-             tables.write_text(folder / "pointing.md", markdown)]
+             tables.write_text(folder / "pointing.md", shown.markdown({"selections": pngs[0].name}))]
     summary = f"mode {report.get('mode')}: TPe {_fmt(report['overall']['tpe_bits_s'])} bits/s over {report['trials_done']} trials"
-    page = html.write_page(folder / "pointing.html", "benchmark.html.j2", report, title=v.title,
-                           what="edgegaze mouse --pointing-test", summary=summary, figures=svgs, files=paths,
-                           intro=[v.intro, *v.notes], columns=v.columns, captions=v.captions)
+    page = html.write_page(folder / "pointing.html", shown, what="edgegaze mouse --pointing-test", summary=summary,
+                           figures=svgs, files=paths)
     return paths + pngs + [page]
