@@ -41,6 +41,9 @@ CASES = {
     "bench_pages.py": (["--frames", "2", "--models", "mediapipe", "--precision", "FP32", "--repeats", "1", "--out", "out"],
                        "out/bench_pages.json"),
     "bench_headpose.py": (["--step", "400", "--out", "out"], "out"),
+    # the repository's gaze session evaluated (its errors), one video's still face, one mode and the baseline
+    "bench_pointing.py": (["--blocks", "1", "--first-only", "--rows", "gaze+head + blink", "--max-frames", "300",
+                           "--out", "out"], "out/pointing_bench.json"),
     "bench_serve.py": (["--seconds", "1", "--rounds", "1", "--warmup", "0.5", "--out", "out"], "out/serve.json"),
     # the two fresh installs need PyPI (or pip's cache) and minutes: not here
     "bench_deploy.py": (["--no-sizes", "--repeats", "1", "--frames", "5", "--out", "out"], "out/bench_deploy.json"),
@@ -65,6 +68,8 @@ def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script, request):
     if script == "bench_optimize_pipeline.py":  # the search and the batch runs are on Ray
         need("ray")
     args, result = CASES[script]
+    if script == "bench_pointing.py":
+        args = [*args, "--videos", shared_path("video/webcam_640x480.mp4")]
     if script in ("bench_int8.py", "bench_soak.py", "bench_serve.py"):
         args = [*args, "--calib" if script == "bench_int8.py" else "--video", shared_path("video/webcam_640x480.mp4")]
     if script == "bench_peers.py":

@@ -62,8 +62,34 @@ def _report(args) -> int:
 
 def _mouse(args) -> int:
     from pipeline.control import app
+    from pipeline.control.options import options_from_args
 
-    return app.mouse_command(args)
+    o = options_from_args(args)
+    return _pointing_test(o) if o.pointing.pointing_test else app.mouse_command(args)
+
+
+def _pointing_test(o) -> int:
+    """`mouse --pointing-test`: run it, write what was done (all of it, or the trials before a stop)."""
+    from pipeline.control.pointing_test import run_pointing_test
+    from pipeline.errors import EdgegazeError
+    from pipeline.evaluate import pointing
+    from pipeline.paths import check_out_dir
+
+    check_out_dir(o.pointing.out, flag="--pointing-out")
+    result = run_pointing_test(o)
+    pointing.write(result, o.pointing.out)
+    tpe = result["overall"]["tpe_bits_s"]
+    line = (f"{result['trials_done']} of {result['trials_expected']} trials; TPe "
+            f"{'n/a' if tpe != tpe else format(tpe, '.2f')} bits/s, errors {result['overall']['error_rate_pct']:.1f} %; "
+            f"wrote pointing.json, .md, .png and .html to {o.pointing.out}")
+    if result["complete"]:
+        print(line)
+        return 0
+    if result["stopped_by"] == "interrupt":
+        print(line)
+        return 130
+    raise EdgegazeError(f"the pointing test stopped ({result['stopped_by']}) after {result['trials_done']} of "
+                        f"{result['trials_expected']} trials; they are in {o.pointing.out}/pointing.json")
 
 
 def _add_run(sub) -> None:

@@ -11,8 +11,11 @@ from enum import StrEnum
 from pipeline.arguments import add_pipeline_options, spec_from_args
 from pipeline.cameras import LiveOptions
 from pipeline.control import calibration as cal
-from pipeline.control.mapping import MappingConfig, Mode, MotionConfig
+from pipeline.control.mapping import MappingConfig, MotionConfig
+from pipeline.control.modes import MODES, POINTER, Mode, PointerOptions
+from pipeline.control.modes import check as check_pointer
 from pipeline.control.mouse import ClickConfig
+from pipeline.control.pointing import POINTING, PointingOptions
 from pipeline.errors import EdgegazeError
 from pipeline.settings import Options, add_arguments, from_args, section, setting
 from pipeline.spec import PipelineSpec
@@ -44,8 +47,7 @@ def _targets(text: str) -> str:
 @dataclass
 class MouseOptions(Options):
     input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...) or video file", metavar="SOURCE")
-    mode: Mode = setting(Mode.HEAD, "head: head pointer; gaze: calibrated gaze point; relative: move along the gaze "
-                         "direction")
+    mode: Mode = setting(Mode.HEAD, "; ".join(f"{m}: {d.help}" for m, d in MODES.items()))
     # the pipeline (PipelineSpec: stages, runtime options); None: the default set. A deployment
     # profile (or bundle) replaces its stages and the runtime options a profile sets; --param
     # STAGE.KEY=VALUE items go over the stages that then run.
@@ -63,6 +65,7 @@ class MouseOptions(Options):
     show: bool = setting(False, "camera view with pointer state (p: pause, q: quit)")
     motion: MotionConfig = section(MotionConfig, MOTION)
     mapping: MappingConfig = section(MappingConfig, MOTION)
+    pointer: PointerOptions = section(PointerOptions, POINTER)
     min_confidence: float = setting(0.5, "landmark confidence below which the pointer holds still", low=0, high=1,
                                     group=MOTION)
     clicks: ClickConfig = section(ClickConfig, CLICKS)
@@ -91,6 +94,7 @@ class MouseOptions(Options):
         cal.DEFAULT_MAX_ERROR_DEG, "refuse (and retry) a live calibration whose validation error is above this "
         "(degrees)", above=0, flag="--max-calibration-error", metavar="DEG", group=CALIBRATION)
     calibration_attempts: int = setting(3, "live calibrations tried before the mouse gives up", low=1, flag=None)
+    pointing: PointingOptions = section(PointingOptions, POINTING)
 
 
 def add_mouse_arguments(p) -> None:
@@ -106,4 +110,6 @@ def options_from_args(a) -> MouseOptions:
     if o.clicks.blink_min_s >= o.clicks.blink_max_s:
         raise EdgegazeError(f"--blink-min {o.clicks.blink_min_s:g} must be below --blink-max {o.clicks.blink_max_s:g} "
                             "(s), or no blink is a click")
+    if problem := check_pointer(o.mode, o.pointer):
+        raise EdgegazeError(problem)
     return o
