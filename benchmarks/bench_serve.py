@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from _common import load_average, machine, markdown_table, write_page, write_results  # noqa: E402
+from _common import load_average, machine, results_view, write_view  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDEO = Path(os.environ.get("EDGEGAZE_SHARED", ROOT.parent / "shared" / "data")) / "video" / "webcam_640x480.mp4"
@@ -213,12 +213,11 @@ def write(out: Path, rows: list[dict], summary: dict, args, load_before) -> None
              f"{summary['cpu_ms_per_frame_served']:.2f} against {summary['cpu_ms_per_frame_idle']:.2f} ms "
              f"({summary['cpu_per_frame_ratio']:.2f}x: the windows served different numbers of frames where the "
              "machine was busy)."]
-    write_results(out, "serve", payload, "# edgegaze serve\n\n" + "\n\n".join(intro) + "\n\n"
-                  + markdown_table(payload["rows"], COLUMNS))
     caption = ("Left: the share of records that reached a client within a given time of their frame's capture (all "
                "client windows). Right: the server process's CPU in each window, in the order they ran.")
-    write_page(out, "serve", payload, title="edgegaze serve", intro=intro, columns=COLUMNS,
-               figures={"serve": figure(rows, summary, 1000 / fps)}, captions={"serve": caption})
+    view = results_view("edgegaze serve", intro, payload["rows"], COLUMNS, {"serve": caption},
+                        {"window": "d", "clients": "d", "frames": "d", "records": "d"})
+    write_view(out, "serve", payload, view, summary=intro[0], figures={"serve": figure(rows, summary, 1000 / fps)})
     print(f"wrote {out}/serve.json, .md, .png, .html")
 
 

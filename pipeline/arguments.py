@@ -147,3 +147,4 @@ def pipeline_from_args(args):
             print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
         spec, models = profile.over(spec), profile.models
     return builder.resolve(spec.with_params(args.params)), models, profile
+

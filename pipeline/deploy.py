@@ -219,7 +219,8 @@ def readme(manifest: dict, profile: profiles.Profile, target: Path) -> str:
         "", f"Run it (needs only `pip install edgegaze=={manifest['edgegaze']}`, the version that made it; no "
         "model downloads, no network):", "",
         f"    {run_command(target)} --input 0 --json gaze.jsonl", *mouse, "",
-        "`--input` takes a webcam index, a video file, an image or a folder of images.", "",
+        "`--input` takes a webcam index, a camera URL (rtsp://, http(s)://...; a camera that drops is reconnected), "
+        "a video file, an image or a folder of images.", "",
         "## Stages", *stage_lines, "",
         f"## Measured on {manifest['machine'].get('cpu', '?')}", *measured, "",
         f"Every file's sha256 is in {bundle.MANIFEST}, with each model's license and source; edgegaze "

@@ -24,6 +24,9 @@ inference, so the two halves use both cores. A frame that was not waiting (a liv
 frame, which the source had to wait for) is run through at once, as in sync mode: holding frame
 t's result until frame t+1 arrives would add a frame interval of latency (33 ms at 30 fps) for
 nothing. Results come out in frame order, identical to sync mode.
+
+A live source's CameraGone/CameraBack events (pipeline/cameras.py) pass through `run` in their
+place among the results; tracking restarts after one (the face has moved while the camera was gone).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pipeline import builder
 from pipeline.boxes import iou
 from pipeline.errors import ConfigError, FaceUnreadable
 from pipeline.results import STAGE_KINDS, Face, FaceResult, FrameResult
+from pipeline.cameras import CameraEvent
 from pipeline.sources import Frame
 from pipeline.spec import PipelineSpec, RuntimeOptions
 
@@ -205,7 +209,7 @@ class Pipeline:
     def _finish(self, frame: Frame, results, ran, ms, drops: list[str]) -> FrameResult:
         results = self._back(frame.image, results, ms, drops)
         return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image,
-                           drops)
+                           drops, frame.dropped)
 
     def step(self, frame: Frame) -> FrameResult:
         """One frame, synchronously."""
@@ -219,11 +223,16 @@ class Pipeline:
         on their own region), False for the next frame of a video."""
         return self.step(Frame(index, timestamp, image, still=still))
 
-    def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:
-        """Results in frame order; async mode overlaps frame t's back half with t+1's front
-        while frames are waiting (module docstring)."""
+    def run(self, frames: Iterable[Frame | CameraEvent]) -> Iterator[FrameResult | CameraEvent]:
+        """Results in frame order, a live source's camera events in their place; async mode
+        overlaps frame t's back half with t+1's front while frames are waiting (module docstring)."""
         if not self.async_mode:
-            yield from map(self.step, frames)
+            for frame in frames:
+                if isinstance(frame, CameraEvent):
+                    self.reset()
+                    yield frame
+                else:
+                    yield self.step(frame)
             return
         source = iter(frames)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgegaze-back") as pool:
@@ -234,9 +243,13 @@ class Pipeline:
                 if frame is None:
                     break
                 waiting = time.perf_counter() - t < WAITING_S
-                if pending is not None and not waiting:
+                if pending is not None and (not waiting or isinstance(frame, CameraEvent)):
                     yield pending.result()
                     pending = None
+                if isinstance(frame, CameraEvent):
+                    self.reset()
+                    yield frame
+                    continue
                 ms: dict[str, float] = {}
                 drops: list[str] = []
                 results, ran = self._front(frame.image, ms, drops, frame.still)

@@ -240,9 +240,11 @@ def setting(default: Any, help: str, **declared) -> Any:
     return dataclasses.field(default=default, metadata={KEY: Setting(default=default, help=help, **declared)})
 
 
-def section(cls: type, group: str = "") -> Any:
-    """A dataclass field that nests another declaration (the mouse's `clicks`): its flags in --help `group`."""
-    return dataclasses.field(default_factory=cls, metadata={SECTION: group})
+def section(cls: type, group: str = "", **defaults: Any) -> Any:
+    """A dataclass field that nests another declaration (the mouse's `clicks`): its flags in --help
+    `group`; `defaults` where this use of it differs (the mouse waits for its camera forever)."""
+    made = functools.partial(cls, **defaults) if defaults else cls
+    return dataclasses.field(default_factory=made, metadata={SECTION: group})
 
 
 def _resolved(annotation: Any) -> tuple[Any, Any, bool]:

@@ -299,6 +299,14 @@ def test_every_eval_kind_has_a_page_in_a_browser(eval_out, browser):
     assert {p.name for p in check_index(browser, eval_out)} == {f"{kind}.html" for kind in plots}
 
 
+def test_every_eval_kind_shows_the_same_tables_in_markdown_and_page(eval_out, browser):
+    """Each kind's .md and .html are two renderings of one View (evaluate/tables.view)."""
+    from browser import same_tables
+
+    for kind in ("headpose", "faces", "landmarks", "gaze_session"):
+        assert same_tables(browser, eval_out / f"{kind}.md", eval_out / f"{kind}.html") == 1, kind
+
+
 def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
     video = shared_path("video/udacity_demo_1080p.mp4")
     report = gaze_session.evaluate(SESSION, models="omz", precisions="FP32", out=tmp_path, video=video, log=lambda *_: None)

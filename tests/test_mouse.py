@@ -74,14 +74,16 @@ def still(zoo_ready):
     return _results(WEBCAM, STILL)
 
 
-def _controller(pg, mode="head", filtered=True, **kw):
+def _controller(pg, mode="head", filtered=True, clicks=None, **kw):
+    from pipeline.control import modes
     from pipeline.control.filters import PointFilter
-    from pipeline.control.mapping import Mapper
-    from pipeline.control.mouse import MouseController, PyAutoGUIBackend
+    from pipeline.control.mouse import ClickConfig, MouseController, PyAutoGUIBackend, standard_triggers
 
     backend = PyAutoGUIBackend()
     pg.moveTo(W // 2, H // 2)
-    return MouseController(backend, Mapper(mode, backend.screen), PointFilter() if filtered else None, **kw)
+    technique = modes.build(mode, modes.PointerOptions(), modes.Context(backend.screen, px_per_deg=40.0))
+    return MouseController(backend, technique, PointFilter() if filtered else None,
+                           triggers=standard_triggers(clicks or ClickConfig()), **kw)
 
 
 def _drive(pg, controller, results):
@@ -451,3 +453,115 @@ def test_gaze_mode_with_no_flags_runs_the_default_and_the_iris_model_only_where_
         assert (gaze.part["iris"].infer_ms > 0) == (signal == "iris"), signal
         assert summary.frames == 60 and summary.states["moved"] > 30, summary.line()
         assert any(f"on {cal.SIGNAL_WORDS[signal]}" in line for line in lines), lines
+
+
+def _centre_pointer():
+    """Off the fail-safe corner an earlier test may have left it in (pyautogui refuses to move from there)."""
+    subprocess.run(["xdotool", "mousemove", str(W // 2), str(H // 2)], check=True)
+
+
+BUTTON_APP = """
+import sys, tkinter as tk
+root = tk.Tk()
+root.overrideredirect(True)
+root.geometry("{w}x{h}+0+0")
+root.configure(bg="white")
+b = tk.Button(root, bg="#ff00ff", activebackground="#ff00ff", bd=0, highlightthickness=0,
+              command=lambda: (print("clicked", flush=True), root.after(200, root.destroy)))
+b.place(x={x} - 40, y={y} - 40, width=80, height=80)
+root.after(100, lambda: print("ready", flush=True))
+root.after(60000, root.destroy)
+root.mainloop()
+"""
+
+
+def test_zoom_to_click_clicks_a_real_tk_button_through_the_magnifier(pg, still):
+    """A still face in head mode rests the pointer on an 80 px Tk button (another process): the first
+    dwell opens the magnifier (a real screenshot, enlarged 3 times), the second dwell clicks through it,
+    and the click reaches the button under the magnifier."""
+    from PIL import ImageGrab
+
+    from pipeline.control import modes, ui
+    from pipeline.control.filters import PointFilter
+    from pipeline.control.mouse import ClickConfig, MouseController, PyAutoGUIBackend, standard_triggers
+
+    _centre_pointer()
+    backend = PyAutoGUIBackend()
+    technique = modes.build(modes.Mode.HEAD, modes.PointerOptions(zoom=True), modes.Context(backend.screen, 40.0),
+                            view=ui.Magnifier())
+    controller = MouseController(backend, technique, PointFilter(), triggers=standard_triggers(
+        ClickConfig(dwell=True, dwell_s=0.5, dwell_radius_px=30), None, technique))
+    for _, t, face in still[:12]:  # the neutral pose is taken: where the pointer rests (within ~25 px)
+        controller.step(t, face)
+    x, y = (int(v) for v in np.round(controller.xy))
+    app = subprocess.Popen([sys.executable, "-c", BUTTON_APP.format(w=W, h=H, x=x, y=y)], stdout=subprocess.PIPE, text=True)
+    assert app.stdout.readline().strip() == "ready"
+    magenta, events, clicks = [], [], []
+    for _, t, face in still[12:]:
+        d = controller.step(t, face)
+        events += d.events
+        if "zoom" in d.events:  # the magnifier is up: the button, enlarged around the pointer
+            shot = np.asarray(ImageGrab.grab(bbox=(x - 60, y - 60, x + 60, y + 60)))
+            magenta.append(int(np.all(shot == [255, 0, 255], axis=-1).sum()))
+        if d.click:
+            clicks.append(d.click_xy)
+            break
+    out, _ = app.communicate(timeout=10)
+    # 120 x 120 px around the button's centre: magenta but for a corner once it is enlarged 3 times
+    assert events[:1] == ["zoom"] and magenta and magenta[0] > 0.6 * 120 * 120, (events, magenta)
+    assert len(clicks) == 1 and np.max(np.abs(clicks[0] - [x, y])) < 40, clicks
+    assert "clicked" in out
+    assert technique.lens is None  # closed by the click
+
+
+def test_pointing_test_runs_on_a_video_and_writes_its_page(pg, tmp_path, zoo_ready):
+    """`mouse --pointing-test` end to end: head pointer and dwell clicks from the udacity video on a
+    3-target ring; its page and JSON, whose figures a --record of the same run scores the same."""
+    import json
+
+    from pipeline.control import pointing
+
+    out, record = tmp_path / "pt", tmp_path / "traj.csv"
+    _centre_pointer()
+    p = _cli(["mouse", "--input", str(shared_path(UDACITY)), "--mode", "head", "--models", MODELS, "--dwell",
+              "--dwell-time", "0.5", "--pointing-test", "--widths", "64", "--distances", "200", "--ring", "3",
+              "--pointing-out", str(out), "--record", str(record)])
+    text, _ = p.communicate(timeout=240)
+    assert p.returncode == 0, text
+    assert "3 of 3 trials" in text and ".html to" in text
+    result = json.loads((out / "pointing.json").read_text())
+    assert result["complete"] and result["trials_done"] == 3 and len(result["trials"]) == 3
+    assert all(t["mt_s"] > 0 for t in result["trials"])
+    again = pointing.score_record(record, pointing.Task.from_dict(result["task"]))
+    assert [t["target"] for t in again["trials"]] == [t["target"] for t in result["trials"]]
+    assert again["overall"]["mt_s"] == pytest.approx(result["overall"]["mt_s"], abs=1e-3)
+    page = (out / "pointing.html").read_text()
+    assert "Pointing test" in page and "<svg" in page and "TPe" in page
+    assert "pointing.html" in (out / "index.html").read_text()
+
+
+def test_pointing_test_bad_input_is_one_line_and_keeps_the_trials_done(pg, tmp_path, zoo_ready):
+    import json
+
+    base = ["mouse", "--input", str(shared_path(UDACITY)), "--models", MODELS, "--pointing-test",
+            "--pointing-out", str(tmp_path / "pt")]
+    for extra, says in ((["--mode", "head", "--distances", "2000"], "too small for D=2000"),
+                        (["--mode", "gaze+head", "--calibration", str(tmp_path / "none.json")], "needs a saved calibration")):
+        p = _cli(base + extra)
+        text, _ = p.communicate(timeout=120)
+        assert p.returncode == 2 and text.strip().count("\n") == 0 and says in text, text
+    # the window closed (Escape) once a trial is done: the trials so far are written
+    _centre_pointer()
+    p = _cli(base + ["--mode", "head", "--dwell", "--dwell-time", "0.5", "--widths", "64", "--distances", "200"])
+    deadline = time.monotonic() + 180
+    while p.poll() is None and time.monotonic() < deadline:
+        found = subprocess.run(["xdotool", "search", "--name", r"edgegaze pointing test [2-9]/"], capture_output=True,
+                               text=True).stdout.split()
+        if found:
+            subprocess.run(["xdotool", "key", "--window", found[0], "Escape"], check=False)
+            break
+        time.sleep(0.05)
+    text, _ = p.communicate(timeout=60)
+    assert p.returncode == 2 and text.strip().count("\n") == 0 and "window closed" in text, text
+    result = json.loads((tmp_path / "pt" / "pointing.json").read_text())
+    assert not result["complete"] and result["trials_done"] >= 1 and result["stopped_by"] == "window closed"

@@ -71,6 +71,14 @@ def test_search_page_in_a_browser(searched, browser):
     assert (searched / "profile.toml").resolve() in linked_files(browser, searched / "index.html")
 
 
+def test_search_markdown_and_page_show_the_same_tables(searched, browser):
+    """pareto.md and pareto.html: one View (optimize/pages.pareto_view)."""
+    from browser import same_tables
+
+    chosen = json.loads((searched / "pareto.json").read_text())["chosen"]
+    assert same_tables(browser, searched / "pareto.md", searched / "pareto.html") == 1 + bool(chosen)
+
+
 def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path, monkeypatch):
     """The space was spelled out as zoo ids in search.py; it comes from the zoo's sets and stage kinds."""
     from pipeline import paths

@@ -32,9 +32,9 @@ LAYERS = [
     ("stages",),
     ("runtime",),
     ("convert",),
-    ("zoo", "catalog", "modelcache", "sources", "tddfa_net"),
+    ("zoo", "catalog", "modelcache", "sources", "cameras", "tddfa_net"),
     ("paths", "errors", "settings", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
-     "pipeline"),
+     "views", "pipeline"),
 ]
 
 

@@ -9,9 +9,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pipeline.arguments import add_pipeline_options, spec_from_args
+from pipeline.cameras import LiveOptions
 from pipeline.control import calibration as cal
-from pipeline.control.mapping import MappingConfig, Mode, MotionConfig
+from pipeline.control.mapping import MappingConfig, MotionConfig
+from pipeline.control.modes import MODES, POINTER, Mode, PointerOptions
+from pipeline.control.modes import check as check_pointer
 from pipeline.control.mouse import ClickConfig
+from pipeline.control.pointing import POINTING, PointingOptions
 from pipeline.errors import EdgegazeError
 from pipeline.settings import Options, add_arguments, from_args, section, setting
 from pipeline.spec import PipelineSpec
@@ -42,9 +46,8 @@ def _targets(text: str) -> str:
 
 @dataclass
 class MouseOptions(Options):
-    input: str = setting("0", "webcam index or video file", metavar="INDEX_OR_FILE")
-    mode: Mode = setting(Mode.HEAD, "head: head pointer; gaze: calibrated gaze point; relative: move along the gaze "
-                         "direction")
+    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...) or video file", metavar="SOURCE")
+    mode: Mode = setting(Mode.HEAD, "; ".join(f"{m}: {d.help}" for m, d in MODES.items()))
     # the pipeline (PipelineSpec: stages, runtime options); None: the default set. A deployment
     # profile (or bundle) replaces its stages and the runtime options a profile sets; --param
     # STAGE.KEY=VALUE items go over the stages that then run.
@@ -53,6 +56,8 @@ class MouseOptions(Options):
     params: list[str] | None = None
     max_frames: int | None = setting(None, "stop after this many frames (default: until the input ends)", low=1)
     flip: bool = setting(False, "mirror the input (selfie view); directions stay right")
+    # a camera that goes away is waited for, all day: the pointer pauses until it is back
+    live: LiveOptions = section(LiveOptions, reconnect_s=None)
     dry_run: bool = setting(False, "compute and record targets, move nothing")
     screen_size: tuple[int, int] | None = setting(None, "dry-run screen WxH when there is no display (default "
                                                   "1920x1080)", parser=_screen_size, metavar="WxH")
@@ -60,6 +65,7 @@ class MouseOptions(Options):
     show: bool = setting(False, "camera view with pointer state (p: pause, q: quit)")
     motion: MotionConfig = section(MotionConfig, MOTION)
     mapping: MappingConfig = section(MappingConfig, MOTION)
+    pointer: PointerOptions = section(PointerOptions, POINTER)
     min_confidence: float = setting(0.5, "landmark confidence below which the pointer holds still", low=0, high=1,
                                     group=MOTION)
     clicks: ClickConfig = section(ClickConfig, CLICKS)
@@ -88,6 +94,7 @@ class MouseOptions(Options):
         cal.DEFAULT_MAX_ERROR_DEG, "refuse (and retry) a live calibration whose validation error is above this "
         "(degrees)", above=0, flag="--max-calibration-error", metavar="DEG", group=CALIBRATION)
     calibration_attempts: int = setting(3, "live calibrations tried before the mouse gives up", low=1, flag=None)
+    pointing: PointingOptions = section(PointingOptions, POINTING)
 
 
 def add_mouse_arguments(p) -> None:
@@ -103,4 +110,6 @@ def options_from_args(a) -> MouseOptions:
     if o.clicks.blink_min_s >= o.clicks.blink_max_s:
         raise EdgegazeError(f"--blink-min {o.clicks.blink_min_s:g} must be below --blink-max {o.clicks.blink_max_s:g} "
                             "(s), or no blink is a click")
+    if problem := check_pointer(o.mode, o.pointer):
+        raise EdgegazeError(problem)
     return o

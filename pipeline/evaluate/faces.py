@@ -140,12 +140,12 @@ def view(report: dict) -> tables.View:
                + "; ".join(f"{r['set']} {r['precision']}: width x{r['box_fit']['width_ratio']:.2f}, height "
                            f"x{r['box_fit']['height_ratio']:.2f}, centre {r['box_fit']['centre_dy']:+.2f} "
                            f"box heights lower, IoU {r['box_fit']['iou']:.2f}" for r in fits))
-    return tables.View(
+    return tables.view(
         f"Faces: {report['dataset']}",
         f"`{report['path']}` — IoU {report['iou']}; recall and precision at the detector's operating threshold, AP = "
         f"PASCAL VOC all-point average precision over scores >= {AP_THRESHOLD}. Detector boxes are used as they are; "
         "'AP (square boxes)' turns each into a square of the same area like dlib's labels.",
-        COLUMNS, [box_fit] if fits else [],
+        COLUMNS, report, [box_fit] if fits else [],
         {"pr": f"Precision against recall of each set and precision as the score threshold falls to {AP_THRESHOLD}: "
                f"detections matched to the labeled faces at IoU {report['iou']}, one match per label; AP (in the legend) "
                "is the area under the curve, PASCAL VOC all-point."})

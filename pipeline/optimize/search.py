@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pipeline import builder, measures, modelcache, zoo
+from pipeline.cameras import shown
 from pipeline.catalog import models_of, of_kind
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
@@ -384,7 +385,7 @@ def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: f
     _judge(more, rows[0], max_drop, metric, limit)
     cands = first + second
     return {"rows": rows + more, "metric": metric, "budget": {metric: limit, "max_drop": max_drop},
-            "videos": videos, "datasets": datasets_, "max_frames": max_frames, "space": kind,
+            "videos": [shown(v) for v in videos], "datasets": datasets_, "max_frames": max_frames, "space": kind,
             "missing_int8": missing_int8({f"{k}{i}": choice.id for i, c in enumerate(cands)
                                           for k, choice in c.spec.stages.items()}),
             "seconds": round(time.perf_counter() - t0, 1)}

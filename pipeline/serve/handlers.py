@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 
+from pipeline.cameras import shown
 from pipeline.serve import calibrate
 from pipeline.serve import opengaze as og
 from pipeline.serve.state import Backlog
@@ -124,7 +125,7 @@ def get_product(server, client, cmd):
 
 
 def get_serial(server, client, cmd):
-    return og.ack(cmd.id, {"VALUE": f"EG{zlib.crc32(str(server.options.input).encode()):08X}"})
+    return og.ack(cmd.id, {"VALUE": f"EG{zlib.crc32(shown(server.options.input).encode()):08X}"})
 
 
 def get_company(server, client, cmd):

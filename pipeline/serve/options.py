@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.cameras import LiveOptions
 from pipeline.control.options import _screen_size
 from pipeline.settings import Options, section, setting
 from pipeline.spec import PipelineSpec
@@ -33,8 +34,8 @@ class StreamOptions(Options):
 @dataclass
 class ServeOptions(Options):
     prefix = "serve"
-    input: str = setting("0", "webcam index, or a video standing in for a camera (its frames paced at its rate)",
-                         metavar="INDEX_OR_FILE")
+    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...), or a video standing in for a camera "
+                         "(its frames paced at its rate)", metavar="SOURCE")
     host: str = setting("127.0.0.1", "address to listen on; anything but loopback lets other computers read the gaze "
                         "(said on start)")
     port: int = setting(DEFAULT_PORT, "TCP port (0: any free one, said on start)", low=0, high=65535)
@@ -46,6 +47,8 @@ class ServeOptions(Options):
     user: str | None = setting(None, "whose calibration (default: the login name)", metavar="NAME")
     max_frames: int | None = setting(None, "stop after this many frames (of each replay)", low=1)
     flip: bool = setting(False, "mirror the input (selfie view)")
+    # a camera that goes away is waited for, as long as the server runs; no records meanwhile
+    live: LiveOptions = section(LiveOptions, reconnect_s=None)
     max_clients: int = setting(32, "connections at once; more are closed when they connect", low=1)
     queue: int = setting(60, "records a client may fall behind before its oldest are dropped (counted, logged)",
                          low=1)

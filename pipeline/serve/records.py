@@ -260,7 +260,7 @@ class GazeStream:
     def _frames(self):
         """The source's frames, paced and looped as asked, each one's capture time queued for its sample."""
         source, period = self.source, 1.0 / self.fps
-        paced = self.options.pace and source.kind != "camera"
+        paced = self.options.pace and not source.live
         while True:
             due = None
             for frame in source:
@@ -274,7 +274,7 @@ class GazeStream:
                 self._ticks.append(time.perf_counter_ns())
                 self.frames_read += 1
                 yield frame
-            if self._stop.is_set() or not (self.options.loop and source.kind != "camera" and source.delivered):
+            if self._stop.is_set() or not (self.options.loop and not source.live and source.delivered):
                 return
             self.pipeline.reset()  # each replay runs as a fresh run would
-            source = open_source(source.src, max_frames=source.max_frames, flip=source.flip)
+            source = open_source(source.src, max_frames=source.max_frames, flip=source.flip, live=source.options)

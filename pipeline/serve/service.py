@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pipeline.cameras import shown
 from pipeline.control import calibration as cal
 from pipeline.errors import EdgegazeError
 from pipeline.serve.options import ServeOptions
@@ -53,7 +54,8 @@ def open_stream(options: ServeOptions, screen: tuple[int, int], log=print) -> Ga
     cal.use_signals(pipe)
     if calibration is not None:
         cal.check_signals(pipe, cal.needs(calibration.model), f"calibration {path}")
-    source = open_source(options.input, max_frames=options.max_frames, flip=options.flip)
+    source = open_source(options.input, max_frames=options.max_frames, flip=options.flip,
+                         live=replace(options.live, wait=True))
     return GazeStream(pipe, source, calibration, replace(options.stream, pace=True))  # a video stands in for a camera
 
 
@@ -113,7 +115,7 @@ def serve(options: ServeOptions, log=print) -> ServeSummary:
     if options.lsl:
         from pipeline.serve.lsl import LslOutlets
 
-        lsl = LslOutlets("edgegaze", f"edgegaze-{options.input}", stream.fps)
+        lsl = LslOutlets("edgegaze", f"edgegaze-{shown(options.input)}", stream.fps)  # LSL announces it to the network
     server = OpenGazeServer(stream, options, screen, log, lsl, saver(options, log), TargetWindow(screen, log))
     try:
         return asyncio.run(_serve(server, stream, options, log))
