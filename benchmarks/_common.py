@@ -109,8 +109,10 @@ def stages_of(pipe) -> list:
 
 
 def infer_calls(pipe) -> int:
-    """Model inferences the pipeline's stages have run so far."""
-    return sum(s.infer_calls for s in stages_of(pipe))
+    """Model inferences the pipeline's stages have run so far (a composition's are its parts')."""
+    from pipeline.stages.base import Composed
+
+    return sum(s.infer_calls for s in stages_of(pipe) if not isinstance(s, Composed))
 
 
 def load_average() -> list[float]:

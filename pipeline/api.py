@@ -37,7 +37,7 @@ def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, pr
     first use. With a gaze `calibration`, it computes the gaze signals that calibration reads (the
     default set runs its iris model only for one that reads it); else the gaze stage's own default.
 
-    The other keywords are the spec's (pipeline/spec.py), listed in the signature: a stage kind
+    The other keywords are the spec's (pipeline/spec), listed in the signature: a stage kind
     (face, landmarks, head_pose, gaze, eye_state) swaps that stage for a zoo id (mixing sets), an
     ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none"; a RuntimeOptions field
     (tracking, async_mode, threads, max_faces, device, ...: each declared, with its help, there)

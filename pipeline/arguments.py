@@ -1,7 +1,7 @@
 """Command-line argument types and the options several commands share, below both the CLI
 (pipeline/cli/) and the gaze mouse's options (control/options.py), so neither imports the other.
 
-The pipeline's options are the spec's (pipeline/spec.py): the stage flags are its stage kinds, the
+The pipeline's options are the spec's (pipeline/spec): the stage flags are its stage kinds, the
 runtime flags its RuntimeOptions fields (help, values and default declared there), and
 `spec_from_args` makes the spec of what was given. `flag` is how the CLI names a spec field in a
 message (--max-faces for runtime.max_faces). No heavy imports: the parser is built before any
@@ -134,7 +134,8 @@ def given_but_replaced(args) -> list[str]:
 def pipeline_from_args(args):
     """(spec, models, profile) of the pipeline options given: with --profile/--bundle, the profile's
     stages and runtime options in place of the flags (those given anyway are named in one warning
-    line), built from its models (a bundle's own files); then --param over the stages."""
+    line), built from its models (a bundle's own files); then --param over the stages. The spec is
+    resolved (builder.resolve): every problem, --param's included, is one error before any input opens."""
     from pipeline import builder
     from pipeline import profile as profiles
 
@@ -145,5 +146,5 @@ def pipeline_from_args(args):
         if replaced:  # the profile wins; say so rather than drop them without a word
             print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
         spec, models = profile.over(spec), profile.models
-    return spec.with_params(args.params), models, profile
+    return builder.resolve(spec.with_params(args.params)), models, profile
 

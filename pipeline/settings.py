@@ -16,7 +16,7 @@ where that is not --name-with-dashes, its --help group. Everything else is made 
 - `markdown`: its option table for the docs (tests check that the docs hold today's).
 
 Stage parameters (pipeline/stages/base.py: a stage's `Params`), the pipeline's runtime options
-(pipeline/spec.py: `RuntimeOptions`) and the gaze mouse's options (pipeline/control/options.py)
+(pipeline/spec/values.py: `RuntimeOptions`) and the gaze mouse's options (pipeline/control/options.py)
 are declared so. No heavy imports: the CLI builds its parser with it before any model is loaded.
 """
 

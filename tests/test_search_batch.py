@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pipeline import profile as profiles, stages
+from pipeline import catalog, profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
 from conftest import jsonl_frames, need, reference_profile, shared_path
@@ -84,7 +84,7 @@ def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path,
     from pipeline import paths
     from pipeline.optimize import search
 
-    before, detectors = search.mixes(full=True), len(stages.of_kind("face"))
+    before, detectors = search.mixes(full=True), len(catalog.of_kind("face"))
     assert {(m["landmarks"], m["head_pose"]) for m in before} >= {("face-landmark", "mesh"),
                                                                    ("face-landmark", "head-pose-estimation-adas-0001")}
     assert all(m["head_pose"] != "mesh" or m["landmarks"] == "face-landmark" for m in before)  # mesh needs FaceMesh
@@ -95,7 +95,7 @@ def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path,
                                        'landmarks = "face-landmark"\nhead_pose = "mesh"\ngaze = "iris-landmark"\n')
     monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "zoo.toml"))
     full, small = search.mixes(full=True), search.mixes(full=False)
-    assert len(stages.of_kind("face")) == detectors + 1
+    assert len(catalog.of_kind("face")) == detectors + 1
     assert len(full) == len(before) // detectors * (detectors + 1)  # every chain with the new detector too
     assert {"face": "face-detection-retail-0005", "landmarks": "landmarks-regression-retail-0009",
             "head_pose": "head-pose-estimation-adas-0001", "gaze": "gaze-estimation-adas-0002", "eye_state": "none"} in full

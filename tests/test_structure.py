@@ -32,7 +32,7 @@ LAYERS = [
     ("stages",),
     ("runtime",),
     ("convert",),
-    ("zoo", "modelcache", "sources", "cameras", "tddfa_net"),
+    ("zoo", "catalog", "modelcache", "sources", "cameras", "tddfa_net"),
     ("paths", "errors", "settings", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
      "views", "pipeline"),
 ]

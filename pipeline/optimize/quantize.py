@@ -45,7 +45,7 @@ import nncf
 import numpy as np
 import openvino as ov
 
-from pipeline import __version__, convert, modelcache, paths, runtime, stages, zoo
+from pipeline import __version__, catalog, convert, modelcache, paths, runtime, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics, sensitivity
 from pipeline.optimize.calib import Calibration, Items
@@ -511,14 +511,14 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
 
 
 def _models(set_name: str | None, model_id: str | None) -> list[zoo.ModelSpec]:
-    """--model and/or --set: a set brings the models its stages run (stages.zoo_models); --model with
+    """--model and/or --set: a set brings the models its stages run (catalog.zoo_models); --model with
     a set is that model as the set runs it."""
     if model_id and set_name not in (None, "all"):
-        if model_id not in {m.id for m in stages.zoo_models(set_name)}:
+        if model_id not in {m.id for m in catalog.zoo_models(set_name)}:
             raise EdgegazeError(f"--model {model_id} is not run by the {set_name} set; give --model alone, or "
                                 f"--set {set_name} alone for every model it runs")
         return [zoo.get(model_id)]
-    return stages.zoo_models(set_name, model_id)
+    return catalog.zoo_models(set_name, model_id)
 
 
 def _read_report(out: Path, model_id: str) -> dict | None:

@@ -23,14 +23,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pipeline import measures, modelcache, zoo
+from pipeline import builder, measures, modelcache, zoo
 from pipeline.cameras import shown
+from pipeline.catalog import models_of, of_kind
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
 from pipeline.profile import Profile, machine
 from pipeline.results import STAGE_KINDS
 from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice
-from pipeline.stages import models_of, of_kind
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
@@ -140,7 +140,7 @@ def hand_picked() -> list[dict]:
 
 def _fits(chosen: dict) -> bool:
     """The stages' `requires` are met (as when a pipeline is built), e.g. mesh head pose needs FaceMesh."""
-    return not candidate(chosen, "FP32").spec.check()
+    return not builder.check(candidate(chosen, "FP32").spec)
 
 
 def mixes(full: bool) -> list[dict]:

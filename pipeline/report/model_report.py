@@ -18,7 +18,8 @@ from pathlib import Path
 import openvino as ov
 from tqdm import tqdm
 
-from pipeline import __version__, paths, runtime, sources, stages, zoo
+from pipeline import __version__, catalog, paths, runtime, sources, zoo
+from pipeline.builder import parse_params
 from pipeline.errors import EdgegazeError
 from pipeline.outputs import stop_on_ctrl_c
 from pipeline.cameras import shown
@@ -26,7 +27,7 @@ from pipeline.paths import check_out_dir
 from pipeline.profile import Profile
 from pipeline.report import energy, flops, in_pipeline, latency, layers
 from pipeline.results import STAGE_KINDS
-from pipeline.spec import keyed, parse_params
+from pipeline.spec import keyed
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -73,7 +74,7 @@ def profile_plan(profile: Profile) -> tuple[list[tuple[str, str, str, Path]], li
             files = [(c.id, profile.models.files.get(key)) for key, c in keyed({stage: choice})]
             found = [(i, f.ir) for i, f in files if f is not None and f.ir is not None]
         else:  # raises with the command that makes a missing IR
-            found = [(m, runtime.ir_file(m, choice.precision)) for m in stages.models_of(choice.id)]
+            found = [(m, runtime.ir_file(m, choice.precision)) for m in catalog.models_of(choice.id)]
         items += [(stage, model_id, choice.precision, ir) for model_id, ir in found]
         if not found:
             notes.append(f"{stage}: computed by '{choice.id}', no model to measure")
@@ -93,13 +94,13 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
         impl = all_sets[models_set].get(stage)
         if not impl:
             continue
-        models = stages.models_of(impl)
+        models = catalog.models_of(impl)
         if not models:
             notes.append(f"{stage}: computed by '{impl}', no model to measure")
         for model_id in models:
             spec = zoo.get(model_id)
             for run_precision in precisions:  # a model the set runs at its own precision is measured at it
-                precision = stages.run_precisions(models_set, impl, run_precision).get(model_id, run_precision)
+                precision = catalog.run_precisions(models_set, impl, run_precision).get(model_id, run_precision)
                 if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
                     # raises with the fetch/convert command
                     items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))

@@ -15,11 +15,11 @@ import openvino as ov
 
 from pipeline.results import EyeState, FaceResult
 from pipeline.settings import Options, setting
-from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Optimizable
 from pipeline.stages.omz_gaze import eye_patch, eye_sides
 
 
-class OpenClosedEye(FaceStage):
+class OpenClosedEye(FaceStage, Optimizable):
     kind = "eye_state"
     requires = {"landmarks": None}
     outputs = {"probs": ("19",)}  # [1, 2, 1, 1] softmax (closed, open); the IR names it after a graph node

@@ -35,7 +35,7 @@ import openvino as ov
 
 from pipeline.results import Face, FaceResult, Landmarks
 from pipeline.settings import Options, setting
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Optimizable
 
 # Mesh indices (MediaPipe topology). "Right" = the subject's right = image left on a frontal face.
 RIGHT_EYE_CORNERS = (33, 133)  # outer, inner
@@ -147,7 +147,7 @@ class Kept:
     reused: int = 0  # frames in a row the landmarks were kept
 
 
-class FaceMesh(FaceStage):
+class FaceMesh(FaceStage, Optimizable):
     """FaceMesh 468-point landmarks; tracks the face from frame to frame through `next_face`."""
 
     kind = "landmarks"

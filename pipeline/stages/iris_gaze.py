@@ -41,7 +41,7 @@ import openvino as ov
 
 from pipeline.results import FaceResult, Gaze, Landmarks
 from pipeline.settings import Options, setting
-from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Optimizable
 from pipeline.stages.facemesh import apply, warp
 from pipeline.stages.mesh_pose import matrix_from_euler
 
@@ -53,7 +53,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / max(float(np.linalg.norm(v)), 1e-9)
 
 
-class IrisGaze(FaceStage):
+class IrisGaze(FaceStage, Optimizable):
     """MediaPipe Iris on both eyes (one batch-2 inference) + an eyeball model -> Gaze."""
 
     kind = "gaze"

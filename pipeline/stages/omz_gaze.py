@@ -38,10 +38,10 @@ import openvino as ov
 
 from pipeline.results import INTEL, FaceResult, Gaze, HeadPose, Landmarks
 from pipeline.settings import Options, setting
-from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Optimizable
 
 
-class OMZGaze(FaceStage):
+class OMZGaze(FaceStage, Optimizable):
     kind = "gaze"
     requires = {"landmarks": None, "head_pose": None}
     inputs = {"image_left_eye": ("left_eye_image",), "image_right_eye": ("right_eye_image",),

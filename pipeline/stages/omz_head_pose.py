@@ -24,11 +24,11 @@ import openvino as ov
 
 from pipeline.results import INTEL, FaceResult, HeadPose
 from pipeline.settings import Options, setting
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Optimizable
 from pipeline.stages.omz_landmarks import face_crop
 
 
-class OMZHeadPose(FaceStage):
+class OMZHeadPose(FaceStage, Optimizable):
     kind = "head_pose"
     outputs = {"yaw": ("angle_y_fc",), "pitch": ("angle_p_fc",), "roll": ("angle_r_fc",)}
 

@@ -18,10 +18,10 @@ import openvino as ov
 
 from pipeline.results import Face, FaceResult, Landmarks
 from pipeline.settings import Options, setting
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Optimizable
 
 
-class FivePointLandmarks(FaceStage):
+class FivePointLandmarks(FaceStage, Optimizable):
     kind = "landmarks"
     outputs = {"points": ("95",)}  # the IR names its one output after a graph node
 

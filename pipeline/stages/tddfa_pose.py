@@ -30,7 +30,7 @@ import openvino as ov
 
 from pipeline.results import FaceResult, HeadPose
 from pipeline.settings import Options, setting
-from pipeline.stages.base import FaceStage
+from pipeline.stages.base import FaceStage, Optimizable
 from pipeline.stages.mesh_pose import euler_from_matrix
 
 # FaceMesh vertex nearest each of the 68 iBUG/dlib points (0-16 jaw, 17-26 brows, 27-35 nose,
@@ -77,7 +77,7 @@ def rotation(params: np.ndarray) -> np.ndarray:
     return FLIP_YZ @ np.stack([r1, r2, np.cross(r1, r2)]) @ FLIP_YZ
 
 
-class TDDFAHeadPose(FaceStage):
+class TDDFAHeadPose(FaceStage, Optimizable):
     kind = "head_pose"
     outputs = {"params": ("params",)}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import settings
+from pipeline.builder import resolve
 from pipeline.settings import Options, Refused, section, setting
 from pipeline.spec import Hint, PipelineSpec, RuntimeOptions
 
@@ -43,7 +44,7 @@ class Example(Options):
                                          ("false", False), ("NO", False), ("off", False), ("0", False)])
 def test_one_boolean_vocabulary_for_every_setting(text, value):
     assert RuntimeOptions.read("tracking", text) is value
-    spec = PipelineSpec.from_set().with_params([f"dual-gaze.iris={text}"])
+    spec = resolve(PipelineSpec.from_set().with_params([f"dual-gaze.iris={text}"]))
     assert spec.stages["gaze"].params == {"iris": value}
     with pytest.raises(Refused, match="must be true or false, not 'maybe'"):
         RuntimeOptions.read("tracking", "maybe")
