@@ -46,18 +46,32 @@ def write_results(out: Path, name: str, payload: dict, markdown: str) -> None:
     (out / f"{name}.md").write_text(markdown + "\n")
 
 
-def write_page(out: Path, name: str, payload: dict, *, title: str, intro: list[str], columns: list[str],
-               figures: dict, captions: dict) -> Path:
-    """<out>/<name>.html from the payload written as <name>.json (its "rows" as a sortable table, the
-    figures inline, each with its caption), the figures as <name>.png beside it; listed in
-    <out>/index.html. columns: the row keys shown; intro: paragraphs (Markdown `code` spans)."""
+def results_view(title: str, intro: list[str], rows: list[dict], keys: list[str], captions: dict, specs: dict):
+    """A benchmark's results as one View (pipeline/views.py), its Markdown and page alike: the intro
+    paragraphs (Markdown), a row per result by `keys` (headers: the key with spaces; figures .2f unless
+    `specs` names another, "" for text), each plot's caption."""
+    from pipeline.views import Column, Figure, Heading, Table, Text, View
+
+    # a row lacks what its contender or window does not measure (MediaPipe: model inferences;
+    # --paced-frames 0: the paced figures): n/a there
+    columns = [Column(lambda r, k=k: r.get(k), k.replace("_", " "), specs.get(k, ".2f")) for k in keys]
+    return View(title, [*map(Text, intro), Heading("Results"), Table("results", columns, rows),
+                        *(Figure(name, caption) for name, caption in captions.items())])
+
+
+def write_view(out: Path, name: str, payload: dict, view, *, summary: str, figures: dict) -> Path:
+    """<out>/<name>.json (the payload), <name>.md and <name>.html, both rendered from `view` (a
+    pipeline.views.View of the payload, declared once), the figures as <name>.png beside them and
+    inline on the page; the page listed in <out>/index.html. summary: one line for the index."""
     from pipeline.report import html
 
+    out.mkdir(parents=True, exist_ok=True)
     pngs, svgs = html.save_figures(figures, out, dpi=100)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    (out / f"{name}.md").write_text(view.markdown({n: p.name for n, p in zip(svgs, pngs)}))
     files = [out / f"{name}.json", out / f"{name}.md", *pngs]
-    return html.write_page(out / f"{name}.html", "benchmark.html.j2", payload, title=title,
-                           what=f"benchmarks/{Path(sys.argv[0]).name}", summary=intro[0], figures=svgs, files=files,
-                           intro=intro, columns=[(c, c.replace("_", " "), ".2f") for c in columns], captions=captions)
+    return html.write_page(out / f"{name}.html", view, what=f"benchmarks/{Path(sys.argv[0]).name}", summary=summary,
+                           figures=svgs, files=files)
 
 
 def default_pipeline() -> dict:
@@ -95,8 +109,10 @@ def stages_of(pipe) -> list:
 
 
 def infer_calls(pipe) -> int:
-    """Model inferences the pipeline's stages have run so far."""
-    return sum(s.infer_calls for s in stages_of(pipe))
+    """Model inferences the pipeline's stages have run so far (a composition's are its parts')."""
+    from pipeline.stages.base import Composed
+
+    return sum(s.infer_calls for s in stages_of(pipe) if not isinstance(s, Composed))
 
 
 def load_average() -> list[float]:

@@ -33,7 +33,7 @@ import numpy as np
 from _common import machine, markdown_table, write_results
 from pipeline import builder
 from pipeline.evaluate import common, datasets, headpose
-from pipeline.results import FaceResult, HeadPose
+from pipeline.results import FaceResult
 from pipeline.stages import fused_pose
 from pipeline.stages import mesh_pose as M
 
@@ -278,7 +278,7 @@ def dev_rows(dev: list[dict], weights: np.ndarray) -> list[dict]:
 
 
 def _fused(mesh, net, weights) -> list[float]:
-    hp = fused_pose.fuse(HeadPose(*mesh), HeadPose(*net), weights)
+    hp = fused_pose.fuse(np.asarray(mesh), fused_pose.turn(net, mesh), weights)  # the network run on this face
     return [hp.yaw, hp.pitch, hp.roll]
 
 

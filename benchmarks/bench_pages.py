@@ -22,7 +22,8 @@ from pathlib import Path
 
 from _common import machine, markdown_table, write_results
 from pipeline import paths
-from pipeline.report import markdown, model_report, plots
+from pipeline.report import model_report, plots
+from pipeline.report.view import view
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,13 +33,13 @@ def before(report: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     paths.atomic_write(out / "report.json", json.dumps(report, indent=2))
-    names = []
+    names = {}
     for name, fig in plots.figures(report).items():
         paths.atomic_write(out / f"{name}.png", lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=110,
                                                                                   bbox_inches="tight"))
         plt.close(fig)
-        names.append(f"{name}.png")
-    paths.atomic_write(out / "report.md", markdown.render(report, names))
+        names[name] = f"{name}.png"
+    paths.atomic_write(out / "report.md", view(report).markdown(names))
 
 
 def after(report: dict, out: Path) -> None:

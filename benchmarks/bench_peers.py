@@ -37,13 +37,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from _common import (default_pipeline, infer_calls, load_average, machine, markdown_table,  # noqa: E402
-                     still_face_default, write_page, write_results)
+from _common import (default_pipeline, infer_calls, load_average, machine, results_view,  # noqa: E402
+                     still_face_default, write_view)
 from _cost import Clock, Paced, paced_block  # noqa: E402
 from bench_pipeline import pruned_iris  # noqa: E402
 from pipeline.api import build_pipeline  # noqa: E402
 from pipeline.runner import Pipeline  # noqa: E402
 from pipeline.sources import open_source  # noqa: E402
+from pipeline.views import View  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
@@ -185,8 +186,8 @@ def main() -> None:
     write(Path(args.out), {"machine": info, "frames": len(frames), "rows": rows}, args)
 
 
-def write(out: Path, payload: dict, args) -> None:
-    """peers.json, .md, .png and the page peers.html (listed in <out>/index.html)."""
+def view(payload: dict, args) -> View:
+    """What peers.md and peers.html show, declared once: how it was run, a row per contender, the plot."""
     info, rows = payload["machine"], payload["rows"]
     intro = [f"{payload['frames']} frames of `{Path(args.video).name}`, decode excluded, interleaved blocks of {args.block}, "
              f"unpaced and paced; {info['cpu']}, {info['cores']} cores, OpenVINO {info['openvino']}, {info['date']}; load "
@@ -195,23 +196,42 @@ def write(out: Path, payload: dict, args) -> None:
              "process per frame (voluntary: waits and thread hand-offs; involuntary: preemptions); infers = model "
              f"inferences per frame. Core share, paced CPU and latency (frame-in -> result-out) are from "
              f"{args.paced_frames} frames fed at {args.paced_fps:g} fps, in blocks interleaved like the unpaced ones."]
-    write_results(out, "peers", payload, "# Peer comparison\n\n" + "\n\n".join(intro) + "\n\n" + markdown_table(rows, COLUMNS))
-    caption = (f"Left: frames per second of each contender fed as fast as it takes them ({payload['frames']} frames, decode "
-               f"excluded). Right: frame-in to result-out latency p50 with frames fed at {args.paced_fps:g} fps, logarithmic. "
-               "The contenders take the same blocks of frames in turn, so a change of load on the machine hits them alike.")
-    write_page(out, "peers", payload, title="Peer comparison", intro=intro, columns=COLUMNS,
-               figures={"peers": figure(rows, args.paced_fps)}, captions={"peers": caption})
+    caption = (f"Left: frames per second of each contender fed as fast as it takes them ({payload['frames']} frames, "
+               f"decode excluded). Right: frame-in to result-out latency with frames fed at {args.paced_fps:g} fps, p50 "
+               "(dot) to p99 (end of the line), logarithmic. The contenders take the same blocks of frames in turn, so a "
+               "change of load on the machine hits them alike.")
+    return results_view("Peer comparison", intro, rows, COLUMNS, {"peers": caption}, {"contender": "", "face_found": ""})
+
+
+def write(out: Path, payload: dict, args) -> None:
+    """peers.json, .md, .png and the page peers.html (listed in <out>/index.html)."""
+    shown = view(payload, args)
+    write_view(out, "peers", payload, shown, summary=shown.blocks[0].text,
+               figures={"peers": figure(payload["rows"], args.paced_fps)})
     print(f"wrote {out}/peers.json, .md, .png, .html")
 
 
 def figure(rows: list[dict], fps: float):
+    """Frames/s per contender (bars) and, at the webcam's pace, latency p50 to p99 on a log axis with
+    plain-number ticks (a range under a decade otherwise gets overlapping 2x10^1-style labels)."""
+    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rows) + 1.5), sharey=True)
     names = [r["contender"] for r in rows]
     ax1.barh(names, [r["fps"] for r in rows])
+    ax1.invert_yaxis()  # the first contender on top, as in the table
     ax1.set_xlabel("frames/s (unpaced, decode excluded)")
-    ax2.barh(names, [r.get("latency_p50_ms", 0) for r in rows])
-    ax2.set_xlabel(f"latency p50 at {fps:g} fps (ms)")
-    ax2.set_xscale("log")
+    paced = [(i, r["latency_p50_ms"], r["latency_p99_ms"]) for i, r in enumerate(rows) if "latency_p50_ms" in r]
+    if paced:  # not with --paced-frames 0
+        y, p50, p99 = zip(*paced)
+        ax2.hlines(y, p50, p99, color="tab:blue", lw=2)
+        ax2.plot(p50, y, "o", color="tab:blue")
+        ax2.set_xscale("log")
+        ax2.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax2.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        ax2.xaxis.set_minor_formatter(NullFormatter())
+    ax2.set_xlabel(f"latency at {fps:g} fps, p50 to p99 (ms)")
+    ax2.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
 

@@ -31,6 +31,9 @@ _EXPORTS = {
     "calibrate": "pipeline.api", "fit_calibration": "pipeline.control.calibration:fit",
     "calibration_sample": "pipeline.api", "gaze_point": "pipeline.api",
     "Calibration": "pipeline.control.calibration", "ScreenGeometry": "pipeline.control.calibration",
+    # the gaze as an eye tracker reports it (edgegaze serve's records)
+    "gaze_stream": "pipeline.api", "GazeStream": "pipeline.serve.records", "GazeSample": "pipeline.serve.records",
+    "StreamOptions": "pipeline.serve.options",
     # measure and optimize
     "build_report": "pipeline.report.model_report", "quantize": "pipeline.optimize.quantize",
     "QuantizeOptions": "pipeline.optimize.quantize",

@@ -1,6 +1,7 @@
 """The few functions of edgegaze's Python API that are more than a library name: building a
 pipeline from a set, per-stage choices or a profile; a gaze calibration from a recorded session
-and the screen point of a face; the whole-pipeline search with its report and profile.
+and the screen point of a face; the gaze as an eye tracker's records (gaze_stream); the
+whole-pipeline search with its report and profile.
 
 Everything else the package exports is the library's own (see pipeline/__init__.py). Heavy
 modules (OpenVINO models, NNCF, Ray) are imported when a function runs, not when this module is.
@@ -10,18 +11,21 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from pipeline import builder, zoo
 from pipeline.control import mapping
-from pipeline.control.calibration import Calibration, needs, use_signals
+from pipeline.control.calibration import Calibration, check_signals, needs, use_signals
 from pipeline.control.calibration import face_angles as calibration_features
 from pipeline.profile import Profile
 from pipeline.profile import load as load_profile
 from pipeline.results import STAGE_KINDS, FaceResult
 from pipeline.runner import Pipeline
+from pipeline.serve.options import StreamOptions
+from pipeline.serve.records import GazeStream
 from pipeline.spec import PipelineSpec, RuntimeOptions
 
 
@@ -33,7 +37,7 @@ def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, pr
     first use. With a gaze `calibration`, it computes the gaze signals that calibration reads (the
     default set runs its iris model only for one that reads it); else the gaze stage's own default.
 
-    The other keywords are the spec's (pipeline/spec.py), listed in the signature: a stage kind
+    The other keywords are the spec's (pipeline/spec), listed in the signature: a stage kind
     (face, landmarks, head_pose, gaze, eye_state) swaps that stage for a zoo id (mixing sets), an
     ID@PRECISION (e.g. "iris-landmark@CH20", a pruned model) or "none"; a RuntimeOptions field
     (tracking, async_mode, threads, max_faces, device, ...: each declared, with its help, there)
@@ -63,8 +67,8 @@ def _signature() -> inspect.Signature:
     declared = inspect.signature(build_pipeline)
     keyword = inspect.Parameter.KEYWORD_ONLY
     stages = [inspect.Parameter(k, keyword, default=None, annotation="str | None") for k in STAGE_KINDS]
-    runtime = [inspect.Parameter(n, keyword, default=getattr(RuntimeOptions(), n), annotation=t.__name__)
-               for n, (t, _) in RuntimeOptions.options().items()]
+    runtime = [inspect.Parameter(n, keyword, default=s.written(s.default), annotation=s.type.__name__)
+               for n, s in RuntimeOptions.options().items()]
     return declared.replace(parameters=[*list(declared.parameters.values())[:-1], *stages, *runtime])
 
 
@@ -100,6 +104,30 @@ def gaze_point(calibration: Calibration, face: FaceResult) -> np.ndarray | None:
     the same pipeline (build_pipeline(calibration=...) computes the gaze signal it reads); None
     when the face has no gaze or head pose, or not that signal."""
     return mapping.gaze_point(calibration.model, face)
+
+
+def gaze_stream(input: str | int | Path = 0, *, calibration: str | Path | Calibration | None = None,
+                models: str = zoo.DEFAULT_SET, pace: bool | None = None, loop: bool = False, max_frames: int | None = None,
+                flip: bool = False, options: StreamOptions | None = None, **choices) -> GazeStream:
+    """The gaze as an eye tracker reports it, one GazeSample per frame (what `edgegaze serve` sends
+    as Open Gaze API records and LSL samples): iterate it, from any thread; `close()` ends it.
+    `input`: a webcam index or a video; `pace` releases a video's frames at its frame rate, as a
+    camera would (default: as fast as they run), `loop` replays it. `calibration`: a gaze
+    calibration (a file `edgegaze mouse` saved, or what `calibrate` returned) for the points of
+    gaze, which are invalid without one; assign `stream.calibration` to change it. `options`: the
+    fixation filter and the camera's field of view (StreamOptions); the other keywords are
+    build_pipeline's. See docs/serve.md."""
+    from pipeline.sources import open_source
+
+    if calibration is not None and not isinstance(calibration, Calibration):
+        calibration = Calibration.load(calibration)
+    pipe = build_pipeline(models, **choices)
+    use_signals(pipe)  # every gaze signal: the iris model's pupils and eyelids too
+    if calibration is not None:
+        check_signals(pipe, needs(calibration.model))
+    options = options or StreamOptions()
+    options = replace(options, pace=options.pace if pace is None else pace, loop=loop or options.loop)
+    return GazeStream(pipe, open_source(input, max_frames=max_frames, flip=flip), calibration, options)
 
 
 def search(videos: str | Iterable[str], out: str | Path, *, budget_cpu_ms: float | None = None,

@@ -1,7 +1,7 @@
 """Command-line argument types and the options several commands share, below both the CLI
 (pipeline/cli/) and the gaze mouse's options (control/options.py), so neither imports the other.
 
-The pipeline's options are the spec's (pipeline/spec.py): the stage flags are its stage kinds, the
+The pipeline's options are the spec's (pipeline/spec): the stage flags are its stage kinds, the
 runtime flags its RuntimeOptions fields (help, values and default declared there), and
 `spec_from_args` makes the spec of what was given. `flag` is how the CLI names a spec field in a
 message (--max-faces for runtime.max_faces). No heavy imports: the parser is built before any
@@ -16,19 +16,21 @@ import sys
 
 from pipeline import zoo
 from pipeline.bundle import BundlePath
-from pipeline.bounds import Bounds
 from pipeline.results import STAGE_KINDS
+from pipeline.settings import Bounds, add_arguments, from_args
 from pipeline.spec import PipelineSpec, RuntimeOptions
 
-# a spec field whose flag is not "--" + its name with dashes
-FLAGS = {"set": "--models", "params": "--param", "runtime.async_mode": "--async"}
+# a spec field whose flag is not "--" + its name with dashes (a runtime option's is declared with it)
+FLAGS = {"set": "--models", "params": "--param"}
 
 
 def flag(field: str, value: str | None = None) -> str:
     """A spec field as the CLI names it: runtime.max_faces -> --max-faces, stages.head_pose -> --head-pose,
     params.ID -> --param; with a value, as it was given (--gaze dual-gaze)."""
     section, _, rest = field.partition(".")
-    name = FLAGS.get(field) or FLAGS.get(section) or "--" + (rest or section).split(".")[0].replace("_", "-")
+    option = RuntimeOptions.options().get(rest) if section == "runtime" else None
+    name = FLAGS.get(field) or FLAGS.get(section) or (option and option.flag_name()) or \
+        "--" + (rest or section).split(".")[0].replace("_", "-")
     return name if value is None else f"{name} {value}"
 
 
@@ -70,30 +72,10 @@ def add_stage_options(p: argparse.ArgumentParser) -> None:
                        "(e.g. a pruned CH20)")
 
 
-def _runtime_type(name: str):
-    def parse(text: str):
-        try:
-            return RuntimeOptions.parse(name, text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return parse
-
-
 def add_runtime_options(p: argparse.ArgumentParser, leave_out: tuple[str, ...] = ()) -> None:
-    """A flag per RuntimeOptions field (but those left out): --device, --hint, --threads, --tracking/
-    --no-tracking, --redetect-every, --async/--no-async, --max-faces."""
-    defaults = RuntimeOptions()
-    for name, (kind, meta) in RuntimeOptions.options().items():
-        if name in leave_out:
-            continue
-        option = {"dest": name, "default": getattr(defaults, name), "help": meta["help"]}
-        if kind is bool:
-            option["action"] = argparse.BooleanOptionalAction
-        elif meta["choices"]:
-            option["choices"] = meta["choices"]
-        else:
-            option["type"] = _runtime_type(name)
-        p.add_argument(flag(f"runtime.{name}"), **option)
+    """A flag per RuntimeOptions field (but those left out), as declared: --device, --hint, --threads,
+    --tracking/--no-tracking, --redetect-every, --async/--no-async, --max-faces."""
+    add_arguments(p, RuntimeOptions, leave_out)
 
 
 def add_pipeline_options(p: argparse.ArgumentParser, precision_help: str, profile_help: str,
@@ -128,7 +110,7 @@ def spec_from_args(args) -> PipelineSpec:
     --profile/--bundle its stages are left to the profile (a bundle runs without the zoo)."""
     from pipeline import runtime
 
-    options = RuntimeOptions(**{n: getattr(args, n) for n in RuntimeOptions.options() if hasattr(args, n)})
+    options = from_args(RuntimeOptions, args)
     if getattr(args, "profile", None):
         return PipelineSpec({}, options)
     precision = runtime.check_precision(args.precision, single=True)[0]  # not a hint to prune to 'XYZ'
@@ -142,9 +124,9 @@ def given_but_replaced(args) -> list[str]:
     replaced += ["--precision"] if args.precision.upper() != "FP32" else []
     replaced += [flag(f"stages.{k}") for k in STAGE_KINDS if getattr(args, k, None)]
     defaults = RuntimeOptions()
-    for name, (kind, meta) in RuntimeOptions.options().items():
-        if meta["profile"] and getattr(args, name, getattr(defaults, name)) != getattr(defaults, name):
-            replaced.append(flag(f"runtime.{name}") if kind is not bool or getattr(defaults, name) is False
+    for name, s in RuntimeOptions.options().items():
+        if s.profile and getattr(args, name, getattr(defaults, name)) != getattr(defaults, name):
+            replaced.append(flag(f"runtime.{name}") if s.type is not bool or getattr(defaults, name) is False
                             else "--no-" + flag(f"runtime.{name}")[2:])
     return replaced
 
@@ -152,7 +134,8 @@ def given_but_replaced(args) -> list[str]:
 def pipeline_from_args(args):
     """(spec, models, profile) of the pipeline options given: with --profile/--bundle, the profile's
     stages and runtime options in place of the flags (those given anyway are named in one warning
-    line), built from its models (a bundle's own files); then --param over the stages."""
+    line), built from its models (a bundle's own files); then --param over the stages. The spec is
+    resolved (builder.resolve): every problem, --param's included, is one error before any input opens."""
     from pipeline import builder
     from pipeline import profile as profiles
 
@@ -163,4 +146,5 @@ def pipeline_from_args(args):
         if replaced:  # the profile wins; say so rather than drop them without a word
             print(f"edgegaze: --profile {args.profile} sets the pipeline; ignored: {', '.join(replaced)}", file=sys.stderr)
         spec, models = profile.over(spec), profile.models
-    return spec.with_params(args.params), models, profile
+    return builder.resolve(spec.with_params(args.params)), models, profile
+

@@ -29,7 +29,7 @@ import tarfile
 from dataclasses import replace
 from pathlib import Path
 
-from pipeline import __version__, bundle, convert, paths, runtime, stages, zoo
+from pipeline import __version__, bundle, catalog, convert, paths, runtime, zoo
 from pipeline import profile as profiles
 from pipeline.builder import BLOB_HINT
 from pipeline.errors import EdgegazeError, WriteError
@@ -59,7 +59,7 @@ def deploy(profile_path: str | Path, out: str | Path, calibration: str | Path | 
     bundle.remove_abandoned(target.parent, bundle.temp_prefix(target.name), warn)
     try:
         with paths.held_temp_dir(target.parent, bundle.temp_prefix(target.name)) as work:
-            models = _write(work / "bundle", profile, spec, pipe, calibration, blobs, target)
+            models = _write(work / "bundle", profile, pipe.spec, pipe, calibration, blobs, target)
             _place(work, target, archive)
     except WriteError as e:  # a blob or the profile: named by its temp path, which is gone
         raise WriteError(target, e.error, removed=NOTHING_LEFT) from None
@@ -145,7 +145,7 @@ def _stages(spec: PipelineSpec, pipe, work: Path, blob_config: dict | None) -> t
         choice = spec.stages[kind]
         choice, found = _stage(kind, choice, stage, work, files, blob_config)
         parts = {}
-        for role, part in choice.parts.items():  # a stage that runs others (dual-gaze): each as a stage
+        for role, part in choice.parts.items():  # a composition (dual-gaze, mesh+3ddfa): each part as a stage
             parts[role], more = _stage(f"{kind}-{role}", part, stage.part[role], work, files, blob_config)
             found += more
         chosen[kind], models = replace(choice, parts=parts), models + found
@@ -157,9 +157,9 @@ def _stage(key: str, choice: StageChoice, stage, work: Path, files: dict,
     """One stage under `key` (its kind, or KIND-ROLE for a part): its choice with its class and every
     parameter, its IR copied and its blob written into the file tables; the manifest's entry of its
     model ([] for a stage without one)."""
-    choice = replace(choice, implementation=stages.implementations()[choice.id],
-                     params=type(stage).settings({**stages.zoo_params(choice.id), **choice.params}))
-    model_id = stages.model_of(choice.id)  # the zoo model whose IR it runs (mesh+3ddfa: 3ddfa-v2-mb05)
+    choice = replace(choice, implementation=catalog.implementations()[choice.id],
+                     params=type(stage).settings({**catalog.zoo_params(choice.id), **choice.params}))
+    model_id = catalog.model_of(choice.id)  # the zoo model whose IR it runs
     if model_id is None:  # model-free (the head pose computed from the mesh), or running its parts
         return choice, []
     precision = choice.precision
@@ -219,7 +219,8 @@ def readme(manifest: dict, profile: profiles.Profile, target: Path) -> str:
         "", f"Run it (needs only `pip install edgegaze=={manifest['edgegaze']}`, the version that made it; no "
         "model downloads, no network):", "",
         f"    {run_command(target)} --input 0 --json gaze.jsonl", *mouse, "",
-        "`--input` takes a webcam index, a video file, an image or a folder of images.", "",
+        "`--input` takes a webcam index, a camera URL (rtsp://, http(s)://...; a camera that drops is reconnected), "
+        "a video file, an image or a folder of images.", "",
         "## Stages", *stage_lines, "",
         f"## Measured on {manifest['machine'].get('cpu', '?')}", *measured, "",
         f"Every file's sha256 is in {bundle.MANIFEST}, with each model's license and source; edgegaze "

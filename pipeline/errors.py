@@ -1,6 +1,6 @@
 """User-facing errors: the CLI prints their message as one line, without a traceback.
 
-A mistake in a setting names the setting by its field in the pipeline's spec (pipeline/spec.py):
+A mistake in a setting names the setting by its field in the pipeline's spec (pipeline/spec):
 "runtime.max_faces", "stages.gaze", "params". Each front end words a field its own way: the CLI as
 its flag (--max-faces, pipeline/arguments.py), a profile as its TOML key ([runtime] max_faces), the
 Python API as the keyword (max_faces). So a message is written once, with `{field}` (or
@@ -53,16 +53,22 @@ class Problem:
 
 class ConfigError(EdgegazeError):
     """A pipeline setting that cannot be (an unknown stage, a value out of range, a stage whose
-    requirement is missing). `field` names it; str() words it for the Python API, `words(name)`
-    for another front end (the CLI: flags)."""
+    requirement is missing), and any others found with it (`problems`, every one at once). `field`
+    names the first; str() words them for the Python API, `words(name)` for another front end (the
+    CLI: flags)."""
 
-    def __init__(self, text: str, field: str):
-        self.problem = Problem(field, text)
-        self.field = field
-        super().__init__(self.problem.words())
+    def __init__(self, text: str, field: str, *more: Problem):
+        self.problems = (Problem(field, text), *more)
+        self.problem, self.field = self.problems[0], field
+        super().__init__(self.words(keyword))
+
+    @classmethod
+    def of(cls, problems: list[Problem]) -> ConfigError:
+        first, *more = problems
+        return cls(first.text, first.field, *more)
 
     def words(self, name: Callable[[str, str | None], str]) -> str:
-        return self.problem.words(name)
+        return "; ".join(p.words(name) for p in self.problems)
 
 
 class ModelError(EdgegazeError):

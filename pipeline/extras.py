@@ -16,12 +16,13 @@ from pipeline.errors import EdgegazeError
 
 # extra -> the modules (import names) it provides
 PROVIDES = {
-    "optimize": ("nncf", "matplotlib", "jinja2"),
-    "eval": ("scipy", "matplotlib", "jinja2"),
-    "report": ("matplotlib", "jinja2"),
+    "optimize": ("nncf", "matplotlib", "jinja2", "markdown_it"),
+    "eval": ("scipy", "matplotlib", "jinja2", "markdown_it"),
+    "report": ("matplotlib", "jinja2", "markdown_it"),
     "mouse": ("pyautogui", "OneEuroFilter", *(("Xlib",) if sys.platform.startswith("linux") else ())),
     "torch": ("torch",),
     "ray": ("ray",),
+    "serve": ("pylsl",),  # `serve --lsl`
 }
 
 # command words -> the extras it needs (commands not named need none)

@@ -8,6 +8,11 @@ be written whole (a full disk, an I/O error; the video is counted back after it 
 the run with WriteError and none of its outputs is kept. A symlink output is
 written through to its target, a FIFO or device (/dev/stdout) directly, without a `.part`. The
 schema of one line is pipeline/schemas/frame.schema.json.
+
+A live source whose camera goes away is waited for (pipeline/cameras.py): the run goes on when it
+is back, each gap one JSON line of its own ({"gap": {...}}: when, how long, why), the video simply
+without frames for it. A frame the pipeline had no time for is dropped (the newest is taken) and
+counted on the next frame's line ("frames_dropped").
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -27,6 +33,7 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from pipeline.cameras import CameraBack, CameraEvent, CameraGone
 from pipeline.draw import annotate
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import check_writable_file, output_target
@@ -72,7 +79,17 @@ def frame_record(fr: FrameResult) -> dict:
         record["image"] = fr.name
     if fr.dropped:  # faces a stage could not read (NaN landmarks, no head-pose fit), left out of "faces"
         record["dropped_faces"] = len(fr.dropped)
+    if fr.frames_dropped:  # a live camera's frames the pipeline had no time for, since the line before
+        record["frames_dropped"] = fr.frames_dropped
     return record
+
+
+def gap_record(gone: CameraGone, after_frame: int | None, back: CameraBack | None, end_s: float) -> dict:
+    """The JSON line of a time the camera was gone: from when, how long, why; `back` None: the run
+    ended (gave up, Ctrl-C) before it came back, and the gap counts until `end_s`."""
+    return {"gap": {"after_frame": after_frame, "from_s": gone.at_s, "to_s": back.at_s if back else None,
+                    "missing_s": back.missing_s if back else round(max(end_s - gone.at_s, 0.0), 3),
+                    "back": back is not None, "reason": gone.reason, "attempts": back.attempts if back else None}}
 
 
 # extension -> FourCC of a codec OpenCV's own FFmpeg build writes everywhere
@@ -104,6 +121,7 @@ class RunSummary:
     skipped_note: str = ""  # what the source skipped (unreadable images, a video that ended early)
     frames_with_dropped_face: int = 0  # frames where a stage could not read a face (FrameResult.dropped)
     dropped_reason: str = ""  # the first such face's reason
+    live_note: str = ""  # a live source's gaps and dropped frames (Source.live_note)
 
     def dropped_note(self) -> str:
         """What the run's summary line says of faces left out, or ""."""
@@ -175,10 +193,11 @@ class _VideoOut:
 
 
 @contextmanager
-def stop_on_ctrl_c(at_once: bool = True):
+def stop_on_ctrl_c(at_once: bool = True, on_stop=None):
     """The first Ctrl-C asks the run to stop after the frame in hand, so every output holds the same
-    frames; a second one interrupts at once (a source that hangs). at_once=False: every Ctrl-C only
-    sets the event (files being written are finished)."""
+    frames, and calls `on_stop` (a live source's halt: it stops waiting for a camera that is gone);
+    a second one interrupts at once (a source that hangs). at_once=False: every Ctrl-C only sets the
+    event (files being written are finished)."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -188,6 +207,8 @@ def stop_on_ctrl_c(at_once: bool = True):
         if stop.is_set() and at_once:
             raise KeyboardInterrupt
         stop.set()
+        if on_stop is not None:
+            on_stop()
 
     old = signal.signal(signal.SIGINT, handler)
     try:
@@ -257,22 +278,25 @@ class _JsonLines:
 
 def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = None,
                    video_path: str | None = None, show: bool = False, progress: bool = True,
-                   partial: bool = True) -> RunSummary:
+                   partial: bool = True, log=None) -> RunSummary:
     """Drive `pipeline` over `source`, writing what was asked; returns counts and FPS.
 
     The JSON Lines, the video and the count hold the same frames. Ctrl-C, or a source that fails
     mid-run, ends the run with every finished frame saved (partial=False: with no output, as batch
-    wants). An output that cannot be written whole raises WriteError, and no output is kept."""
+    wants). An output that cannot be written whole raises WriteError, and no output is kept. A live
+    source's camera going and coming back is said to `log` (a callable taking one line; None: not
+    said) and written as a gap line."""
     check_outputs(json_path, video_path, show, getattr(source, "src", None))
     summary = RunSummary()
     jsonl = _JsonLines(json_path) if json_path else None
     video = _VideoOut(video_path, source.fps) if video_path else None
     start = time.perf_counter()
     bar = tqdm(total=len(source) or None, unit="frame", disable=None if progress else True, leave=False)  # None: only on a terminal
+    gaps = _Gaps(jsonl, (lambda line: bar.write(line, file=sys.stderr)) if log is not None and not bar.disable else log)
     ok = write_failed = False
     try:
-        with stop_on_ctrl_c() as stop:
-            _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start)
+        with stop_on_ctrl_c(on_stop=getattr(source, "halt", None)) as stop:
+            _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start, gaps)
         ok = True
     except KeyboardInterrupt:
         summary.interrupted = ok = True
@@ -284,6 +308,9 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
         # any iterable of frames is a source; only a sources.Source counts what it skipped
         skipped = source.skipped() if hasattr(source, "skipped") else {}
         summary.skipped_note = source.skipped_note() if skipped else ""
+        summary.live_note = source.live_note() if hasattr(source, "live_note") else ""
+        if not write_failed:
+            gaps.close(source)
         bar.close()
         # an error after some frames keeps what was finished; a write error keeps nothing
         keep = not write_failed and (ok or (partial and summary.frames > 0))
@@ -293,8 +320,43 @@ def run_to_outputs(pipeline: Pipeline, source: Source, json_path: str | None = N
     return summary
 
 
-def _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start) -> None:
-    for fr in pipeline.run(prefetch(source)):
+class _Gaps:
+    """A live source's camera events: each said in one line, each gap written as a JSON line when
+    the camera is back (or the run ends without it)."""
+
+    def __init__(self, jsonl: "_JsonLines | None", log):
+        self.jsonl, self.log = jsonl, log
+        self.gone: CameraGone | None = None
+        self.after_frame: int | None = None
+
+    def event(self, event: CameraEvent, after_frame: int | None) -> None:
+        if self.log is not None:
+            self.log(f"edgegaze: {event}")
+        if isinstance(event, CameraGone):
+            self.gone, self.after_frame = event, after_frame
+        elif self.gone is not None:
+            self._write(event, event.at_s)
+
+    def close(self, source) -> None:
+        """The run ended while the camera was gone: that gap, until now."""
+        if self.gone is not None and getattr(source, "capture", None) is not None:
+            self._write(None, source.capture.elapsed())
+
+    def _write(self, back: CameraBack | None, end_s: float) -> None:
+        if self.jsonl:
+            self.jsonl.write(gap_record(self.gone, self.after_frame, back, end_s))
+        self.gone = None
+
+
+def _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start, gaps: _Gaps) -> None:
+    # a live source's capture thread already keeps the newest frame: a queue would only age it
+    frames = source if getattr(source, "live", False) else prefetch(source)
+    last = None
+    for fr in pipeline.run(frames):
+        if isinstance(fr, CameraEvent):
+            gaps.event(fr, last)
+            continue
+        last = fr.index
         image = annotate(fr.image, fr, (summary.frames + 1) / max(time.perf_counter() - start, 1e-6)) \
             if (video or show) else None
         if video:
@@ -313,8 +375,8 @@ def _drive(pipeline, source, jsonl, video, show, summary, bar, stop, start) -> N
             if cv2.waitKey(1) & 0xFF in (27, ord("q")):
                 break
         if stop.is_set():
-            summary.interrupted = True
             break
+    summary.interrupted = stop.is_set()  # a live source halted by Ctrl-C ends the loop on its own
 
 
 def _close(jsonl: _JsonLines | None, video: _VideoOut | None, keep: bool, skipped: dict) -> None:

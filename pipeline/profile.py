@@ -1,14 +1,16 @@
 """Deployment profiles: a pipeline spec as TOML, with what `edgegaze optimize pipeline` measured.
 
-A profile is a PipelineSpec's TOML form (pipeline/spec.py: [stages], each ID@PRECISION as
+A profile is a PipelineSpec's TOML form (pipeline/spec/toml.py: [stages], each ID@PRECISION as
 `edgegaze run --face ...` takes them; [runtime], the options the search chooses: tracking,
 redetect interval, async, threads; [params] where it sets stage parameters) with the figures
 measured for it and where they were measured ([measured], [budget], [source], [machine]: CPU
 model, OpenVINO version). `edgegaze run|mouse|report|batch --profile FILE` build their pipeline
 from it; a profile measured on another CPU still works but its figures do not hold there, so
-loading it warns in one line. A bundle's profile (`edgegaze deploy`) also names each stage's class
-and files ([implementation], [ir], [blobs], [inference_precision]), so it runs without the zoo.
-Version 1, the only version: every profile and bundle written since it began loads as it is.
+loading it warns in one line. A bundle's profile (`edgegaze deploy`) also names each stage's class,
+its parts and files ([implementation], [parts], [ir], [blobs], [inference_precision]), so it runs
+without the zoo. Version 1, the only version: every profile and bundle written since it began loads
+as it is (pipeline/spec/toml.py `upgraded` reads the older forms). A profile is checked by the builder
+(builder.check: every problem at once, in the profile's own keys) before any command measures or runs it.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline import bundle, tomlfile
+from pipeline import builder, bundle, tomlfile
 from pipeline.builder import ZOO, BundleModels, StageFiles, ZooModels
 from pipeline.errors import ConfigError, EdgegazeError
 from pipeline.paths import atomic_write
 from pipeline.spec import PipelineSpec, RuntimeOptions, toml_name
+from pipeline.spec.toml import upgraded
 
 VERSION = 1
 INFO = ("measured", "budget", "machine", "source")  # what a profile records beside its spec
@@ -71,7 +74,7 @@ class Profile:
     def over(self, spec: PipelineSpec) -> PipelineSpec:
         """This profile's pipeline in place of a command's `spec`: its stages and the runtime options a
         profile sets; the command's other options (device, hint, max faces) stay."""
-        owned = {n: getattr(self.spec.runtime, n) for n, (_, meta) in RuntimeOptions.options().items() if meta["profile"]}
+        owned = {n: getattr(self.spec.runtime, n) for n, s in RuntimeOptions.options().items() if s.profile}
         return replace(self.spec, runtime=replace(spec.runtime, **owned))
 
     def build(self, params=None, **runtime):
@@ -97,7 +100,7 @@ def load(path: str | Path, warn: Callable[[str], object] = lambda line: print(li
     every file checked first); warn (one line) when it was measured on another CPU."""
     opened = bundle.open_bundle(path, machine, warn)
     if opened is not None:  # its stages are its own classes on its own files, not the zoo's
-        document = _read(opened.profile)
+        document = upgraded(_read(opened.profile))  # one written before [parts], too
         classes = document.get("implementation", {})
         missing = next((k for k, v in document["stages"].items() if v != "none" and not isinstance(classes.get(k), str)), None)
         if missing:
@@ -141,9 +144,9 @@ def _profile(document: dict, path: Path) -> Profile:
         spec = PipelineSpec.from_table(document)
     except ConfigError as e:
         raise EdgegazeError(f"profile {path}: {e.words(name)}; {REMAKE}") from None
-    problems = spec.check()
+    problems = builder.check(spec)
     if problems:
-        raise EdgegazeError(f"profile {path}: {problems[0].words(name)}; {REMAKE}")
+        raise EdgegazeError(f"profile {path}: {ConfigError.of(problems).words(name)}; {REMAKE}")
     return Profile(spec, str(document.get("name", "")), **info)
 
 

@@ -139,6 +139,9 @@ class FrameResult:
     # why each face a stage could not read (errors.FaceUnreadable: NaN landmarks, no head-pose fit)
     # was left out of `faces`; the run goes on
     dropped: list[str] = field(default_factory=list)
+    # live sources: frames the camera gave since the result before that the pipeline had no time for
+    # (it always takes the newest frame: pipeline/cameras.py)
+    frames_dropped: int = 0
 
 
 def unreadable(value) -> str | None:

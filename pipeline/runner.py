@@ -24,20 +24,25 @@ inference, so the two halves use both cores. A frame that was not waiting (a liv
 frame, which the source had to wait for) is run through at once, as in sync mode: holding frame
 t's result until frame t+1 arrives would add a frame interval of latency (33 ms at 30 fps) for
 nothing. Results come out in frame order, identical to sync mode.
+
+A live source's CameraGone/CameraBack events (pipeline/cameras.py) pass through `run` in their
+place among the results; tracking restarts after one (the face has moved while the camera was gone).
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Iterator
 
 import numpy as np
 
 from pipeline import builder
 from pipeline.boxes import iou
-from pipeline.errors import FaceUnreadable
+from pipeline.errors import ConfigError, FaceUnreadable
 from pipeline.results import STAGE_KINDS, Face, FaceResult, FrameResult
+from pipeline.cameras import CameraEvent
 from pipeline.sources import Frame
 from pipeline.spec import PipelineSpec, RuntimeOptions
 
@@ -74,27 +79,33 @@ class Pipeline:
         self.runtime = runtime = runtime or RuntimeOptions()
         problems = runtime.check()
         if problems:
-            raise problems[0].error()
+            raise ConfigError.of(problems)
         self.detector, self.landmarks = stages["face"], stages.get("landmarks")
         self.back = {k: stages[k] for k in BACK_KINDS if stages.get(k) is not None}
         # read on every frame: plain attributes
         self.max_faces, self.tracking, self.redetect_every = runtime.max_faces, runtime.tracking, runtime.redetect_every
         self.async_mode = runtime.async_mode
         self.spec = spec
+        self.warnings: list[str] = []  # what its models' source warned of (Pipeline.from_spec)
         self.names = spec.names if spec else {k: type(s).__name__ for k, s in stages.items() if s is not None}
         self.reset()
 
     @classmethod
-    def from_spec(cls, spec: PipelineSpec, models=builder.ZOO) -> "Pipeline":
-        """The pipeline a spec describes, checked first (ConfigError names the field at fault);
+    def from_spec(cls, spec: PipelineSpec, models: builder.ModelSource = builder.ZOO,
+                  warn: Callable[[str], object] = lambda line: print(f"edgegaze: warning: {line}", file=sys.stderr)
+                  ) -> "Pipeline":
+        """The pipeline a spec describes, checked first (ConfigError names every field at fault);
         `models`: where its compiled models come from, the zoo (builder.ZOO: fetched and converted on
         first use; builder.ZooModels(prepare=False): only what is there) or a bundle's files
-        (builder.BundleModels)."""
-        problems = spec.check()
-        if problems:
-            raise problems[0].error()
-        built = builder.build_stages(spec, models)
-        return cls(built, spec.runtime, spec)
+        (builder.BundleModels). What they warn of (a blob this OpenVINO cannot import) goes to `warn`,
+        one line each, and stays in `warnings`."""
+        resolved = builder.resolve(spec)
+        built, warnings = builder.build_stages(resolved, models)
+        for line in warnings:
+            warn(line)
+        pipe = cls(built, resolved.runtime, resolved)
+        pipe.warnings[:] = warnings
+        return pipe
 
     def by_kind(self) -> dict:
         """Stage kind -> stage object, for the stages this pipeline runs."""
@@ -142,7 +153,7 @@ class Pipeline:
         """A photo's landmarks from the region their own landmarks give (what tracking does on the
         next video frame), `still_passes` times (a landmarks stage parameter; 0 without one); the
         face keeps its detector box."""
-        for _ in range(getattr(self.landmarks, "still_passes", 0)):
+        for _ in range(getattr(self.landmarks.params, "still_passes", 0)):
             region = self.landmarks.next_face(result.landmarks, image.shape)
             again = self._with_landmarks(image, region, ms) if region is not None else None
             if again is None:
@@ -198,7 +209,7 @@ class Pipeline:
     def _finish(self, frame: Frame, results, ran, ms, drops: list[str]) -> FrameResult:
         results = self._back(frame.image, results, ms, drops)
         return FrameResult(frame.index, frame.timestamp, frame.image.shape[:2], results, ran, ms, frame.name, frame.image,
-                           drops)
+                           drops, frame.dropped)
 
     def step(self, frame: Frame) -> FrameResult:
         """One frame, synchronously."""
@@ -212,11 +223,16 @@ class Pipeline:
         on their own region), False for the next frame of a video."""
         return self.step(Frame(index, timestamp, image, still=still))
 
-    def run(self, frames: Iterable[Frame]) -> Iterator[FrameResult]:
-        """Results in frame order; async mode overlaps frame t's back half with t+1's front
-        while frames are waiting (module docstring)."""
+    def run(self, frames: Iterable[Frame | CameraEvent]) -> Iterator[FrameResult | CameraEvent]:
+        """Results in frame order, a live source's camera events in their place; async mode
+        overlaps frame t's back half with t+1's front while frames are waiting (module docstring)."""
         if not self.async_mode:
-            yield from map(self.step, frames)
+            for frame in frames:
+                if isinstance(frame, CameraEvent):
+                    self.reset()
+                    yield frame
+                else:
+                    yield self.step(frame)
             return
         source = iter(frames)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgegaze-back") as pool:
@@ -227,9 +243,13 @@ class Pipeline:
                 if frame is None:
                     break
                 waiting = time.perf_counter() - t < WAITING_S
-                if pending is not None and not waiting:
+                if pending is not None and (not waiting or isinstance(frame, CameraEvent)):
                     yield pending.result()
                     pending = None
+                if isinstance(frame, CameraEvent):
+                    self.reset()
+                    yield frame
+                    continue
                 ms: dict[str, float] = {}
                 drops: list[str] = []
                 results, ran = self._front(frame.image, ms, drops, frame.still)

@@ -86,7 +86,19 @@ class ModelSpec:
         return bool(files) and all(self.cached(f).exists() for f in files)
 
 
-def _load() -> tuple[dict[str, ModelSpec], dict[str, dict]]:
+@dataclass(frozen=True)
+class StageEntry:
+    """A stage without a model of its own ([[stages]]): its class, and for one that runs other stages,
+    which stage fills each of its roles (`parts`, role -> stage id)."""
+
+    id: str
+    stage: str
+    implementation: str
+    description: str = ""
+    parts: dict = field(default_factory=dict)
+
+
+def _load() -> tuple[dict[str, ModelSpec], dict[str, dict], dict[str, StageEntry]]:
     path = paths.manifest_path()
     if not path.exists():
         raise EdgegazeError(f"model manifest not found at {path}; set EDGEGAZE_ZOO to models/zoo.toml of a checkout")
@@ -97,7 +109,8 @@ def _load() -> tuple[dict[str, ModelSpec], dict[str, dict]]:
             files = tuple(ModelFile(**f) for f in m.pop("files"))
             m.pop("published_precisions", None)
             models[m["id"]] = ModelSpec(files=files, precisions=tuple(m.pop("precisions")), **m)
-        return models, dict(data["sets"])
+        entries = {s["id"]: StageEntry(**s) for s in data.get("stages", [])}
+        return models, dict(data["sets"]), entries
     except (OSError, ValueError, KeyError, TypeError) as e:  # a folder; not TOML or UTF-8; a missing or unknown key
         raise EdgegazeError(f"model manifest {path} is not an edgegaze zoo ({type(e).__name__}: {e}); "
                             "set EDGEGAZE_ZOO to models/zoo.toml of a checkout, or unset it") from None
@@ -109,6 +122,11 @@ def models() -> dict[str, ModelSpec]:
 
 def sets() -> dict[str, dict]:
     return _load()[1]
+
+
+def stages() -> dict[str, StageEntry]:
+    """The stages declared without a model of their own (mesh, mesh+3ddfa, dual-gaze)."""
+    return _load()[2]
 
 
 def get(model_id: str) -> ModelSpec:
@@ -125,7 +143,7 @@ def set_precisions(set_name: str) -> dict[str, str]:
 
 def select(set_name: str | None = None, model_id: str | None = None) -> list[ModelSpec]:
     """Models named by --model, or in --set (a set name or 'all'); both: the model must be in the set."""
-    all_models, all_sets = _load()
+    all_models, all_sets, _ = _load()
     if set_name not in (None, "all", *all_sets):
         raise EdgegazeError(f"unknown set '{set_name}'; valid sets: {', '.join(all_sets)}, all")
     if model_id:

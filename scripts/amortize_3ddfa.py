@@ -5,7 +5,7 @@
 
 The traces hold, for every tracked face of every frame of the 5 shared videos, the mesh fit and
 the network's pose at f32 and at bf16. Each setting of the stage's `net_every` (N) and
-`net_move_deg` (X) is replayed on them with the stage's own rule (fused_pose.due and carry: the
+`net_move_deg` (X) is replayed on them with the stage's own rule (fused_pose.due, carry and fuse: the
 network runs on a face just detected, N frames after it last ran, or when the mesh fit turned more
 than X deg on some axis since; in between its offset from the mesh fit is carried). Per setting: the
 error of that pose against the fused pose with the network on every frame at f32 (what `mesh+3ddfa`
@@ -42,7 +42,7 @@ def replay(x: np.ndarray, net: np.ndarray, every: int, move_deg: float) -> tuple
         state = None if row[C["new_track"]] else carried.get(key)
         ran[i] = fused_pose.due(state, mesh[i], every, move_deg)
         carried[key] = fused_pose.carry(state, mesh[i], net[i] if ran[i] else None)
-        pose[i] = mesh[i] + 0.5 * carried[key]["offset"]
+        pose[i] = fused_pose.angles(fused_pose.fuse(mesh[i], carried[key].offset, (0.5, 0.5, 0.5)))
     return pose, ran
 
 

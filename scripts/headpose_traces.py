@@ -42,12 +42,12 @@ C = {n: i for i, n in enumerate(COLUMNS)}
 
 
 def _stages() -> dict:
-    from pipeline import builder, runtime, stages
+    from pipeline import builder, catalog, runtime, stages
 
     def computed_in(model_id: str, inference_precision: str):  # the zoo's stage, computed in another precision
         cls = stages.stage_class(model_id)
         compiled = runtime.load(model_id, "FP32", threads=1, inference_precision=inference_precision)
-        return cls(compiled, **cls.settings(stages.zoo_params(model_id)))
+        return cls(compiled, **cls.settings(catalog.zoo_params(model_id)))
 
     return {"net": computed_in("3ddfa-v2-mb05", "f32"), "bf16": computed_in("3ddfa-v2-mb05", "bf16"),
             "omz": builder.stage("head-pose-estimation-adas-0001", threads=1),

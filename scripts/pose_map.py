@@ -129,7 +129,7 @@ def gaze_response(x: np.ndarray, patches: np.ndarray, pose: np.ndarray, step: in
 
 def network_gaze(patches: np.ndarray, pose: np.ndarray) -> np.ndarray:
     """The gaze network's (yaw, pitch) per face for head-pose inputs `pose` (yaw, pitch), on the eye patches."""
-    from pipeline.stages import build
+    from pipeline.builder import stage as build
 
     net = build("gaze-estimation-adas-0002", "FP32", threads=1)
     out = []

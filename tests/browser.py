@@ -119,3 +119,41 @@ def check_index(browser, folder: Path) -> list[Path]:
     for page in pages:
         check_page(browser, page)
     return pages
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """The tables of a Markdown file: each a list of rows (the header first), each a list of cell
+    texts as a reader sees them (links as their text, `\\|` as |)."""
+    import re
+
+    found, table = [], None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            table = None
+        elif not line.startswith("|---"):
+            if table is None:
+                table = []
+                found.append(table)
+            cells = re.split(r"(?<!\\)\|", line)[1:-1]
+            table.append([re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", c.strip()).replace("\\|", "|") for c in cells])
+    return found
+
+
+def page_tables(browser, path: Path) -> list[list[list[str]]]:
+    """The tables of a page as Chromium shows them: rows (the header first) of cell texts."""
+    tab, problems = open_page(browser, path)
+    try:
+        found = tab.eval_on_selector_all("table", """tables => tables.map(t => Array.from(t.rows,
+            row => Array.from(row.cells, cell => cell.textContent.trim())))""")
+    finally:
+        tab.close()
+    assert not problems, problems
+    return found
+
+
+def same_tables(browser, markdown: Path, page: Path) -> int:
+    """A result's Markdown and its page show the same tables, header and cell for cell (both are
+    renderings of one View); returns how many."""
+    in_markdown, on_page = markdown_tables(markdown.read_text()), page_tables(browser, page)
+    assert in_markdown == on_page, (markdown, page)
+    return len(on_page)

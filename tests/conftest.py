@@ -7,10 +7,12 @@ that enables it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,8 @@ ENABLE = {
     "xdotool": "sudo apt-get install xvfb xdotool",
     "chromium": "sudo apt-get install chromium",
     "playwright": 'pip install -e ".[dev]"',
+    # the real Open Gaze API and LSL clients tests/test_serve.py runs (PyGaze needs lxml and pygame)
+    **{m: 'pip install -e ".[dev]"' for m in ("pygaze", "lxml", "pygame", "pylsl")},
 }
 
 
@@ -60,6 +64,31 @@ def need_tool(tool: str) -> None:
     """A program on PATH (Xvfb, xdotool); skip with the command that installs it (fail under CI)."""
     if shutil.which(tool) is None:
         unavailable(f"{tool} is not installed: {ENABLE[tool]}")
+
+
+@contextlib.contextmanager
+def private_display(width: int, height: int):
+    """A private Xvfb on a free display (it picks the number: -displayfd), DISPLAY pointing at it
+    while the block runs; skip (fail under CI) without Xvfb."""
+    need_tool("Xvfb")
+    r, w = os.pipe()
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"],
+                            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(w)
+    with os.fdopen(r) as f:  # Xvfb writes the display number it picked once it accepts clients
+        number = f.readline().strip()
+    assert number, "Xvfb did not start"
+    old = os.environ.get("DISPLAY")
+    os.environ["DISPLAY"] = f":{number}"
+    try:
+        yield os.environ["DISPLAY"]
+    finally:
+        if old is None:
+            os.environ.pop("DISPLAY", None)
+        else:
+            os.environ["DISPLAY"] = old
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def jsonl_frames(path) -> list[dict]:

@@ -61,7 +61,8 @@ def test_a_profile_replaces_the_stages_and_its_runtime_options_and_the_cli_names
     assert {k: str(c) for k, c in spec.stages.items()} == {"face": "face-detection-adas-0001@FP16", "landmarks": "face-landmark@FP32",
                                                          "head_pose": "mesh@FP32", "gaze": "iris-landmark@FP32"}
     # the profile's runtime options; one it leaves out takes its default, not the command's
-    assert (spec.runtime.async_mode, spec.runtime.threads, spec.runtime.tracking) == (True, 0, True)
+    # threads = 0 (OpenVINO chooses) reads as None since issue 50: the one assertion that changed, as the issue asks
+    assert (spec.runtime.async_mode, spec.runtime.threads, spec.runtime.tracking) == (True, None, True)
     assert spec.runtime.max_faces == 3 and spec.stages["head_pose"].params == {"hfov_deg": 60.0}  # the command's
     assert profile.spec.stages["head_pose"].params == {} and not profile.bundled
     assert given_but_replaced(p.parse_args(["--max-faces", "3", "--tracking", "--precision", "fp32"])) == []

@@ -41,6 +41,10 @@ CASES = {
     "bench_pages.py": (["--frames", "2", "--models", "mediapipe", "--precision", "FP32", "--repeats", "1", "--out", "out"],
                        "out/bench_pages.json"),
     "bench_headpose.py": (["--step", "400", "--out", "out"], "out"),
+    # the repository's gaze session evaluated (its errors), one video's still face, one mode and the baseline
+    "bench_pointing.py": (["--blocks", "1", "--first-only", "--rows", "gaze+head + blink", "--max-frames", "300",
+                           "--out", "out"], "out/pointing_bench.json"),
+    "bench_serve.py": (["--seconds", "1", "--rounds", "1", "--warmup", "0.5", "--out", "out"], "out/serve.json"),
     # the two fresh installs need PyPI (or pip's cache) and minutes: not here
     "bench_deploy.py": (["--no-sizes", "--repeats", "1", "--frames", "5", "--out", "out"], "out/bench_deploy.json"),
     # ~50 s: it starts a local Ray for the search and the batch runs
@@ -64,7 +68,9 @@ def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script, request):
     if script == "bench_optimize_pipeline.py":  # the search and the batch runs are on Ray
         need("ray")
     args, result = CASES[script]
-    if script in ("bench_int8.py", "bench_soak.py"):
+    if script == "bench_pointing.py":
+        args = [*args, "--videos", shared_path("video/webcam_640x480.mp4")]
+    if script in ("bench_int8.py", "bench_soak.py", "bench_serve.py"):
         args = [*args, "--calib" if script == "bench_int8.py" else "--video", shared_path("video/webcam_640x480.mp4")]
     if script == "bench_peers.py":
         tmp_path = request.getfixturevalue("peers_out")
@@ -81,6 +87,29 @@ def test_peers_page_in_a_browser(peers_out, browser):
     text = check_page(browser, out / "peers.html", figures=1)
     assert all(r["contender"] in text for r in json.loads((out / "peers.json").read_text())["rows"])
     assert check_index(browser, out) == [(out / "peers.html").resolve()]
+
+
+def test_peers_markdown_and_page_show_the_same_table(peers_out, browser):
+    """peers.md and peers.html: one View (bench_peers.view), every contender a row of both."""
+    from browser import same_tables
+
+    out = peers_out / "out"
+    assert same_tables(browser, out / "peers.md", out / "peers.html") == 1
+
+
+def test_live_benchmarks_run_short_and_the_soak_stays_flat(zoo_ready, tmp_path):
+    """bench_live: a 12 s soak with the camera dropped once (it reconnects; descriptors and threads
+    end where they began), then two 2 s latency turns (newest frame against frames read in order)."""
+    bench("bench_live.py", "soak", "latency", "--minutes", "0.2", "--drop-every", "0.08", "--drop-for", "1",
+          "--sample", "3", "--warmup", "0.05", "--seconds", "2", "--turns", "1", "--slow-ms", "60",
+          "--video", shared_path("video/webcam_640x480.mp4"), "--frames", "60", "--out", "out", cwd=tmp_path)
+    soak = json.loads((tmp_path / "out/live_soak.json").read_text())["summary"]
+    assert soak["camera_drops"] >= 1 and soak["reconnected"] >= 1 and soak["frames"] > 0, soak
+    assert soak["fds_first_last"][0] == soak["fds_first_last"][1], soak
+    assert soak["threads_first_last"][0] == soak["threads_first_last"][1], soak
+    rows = {r["mode"]: r for r in json.loads((tmp_path / "out/live_latency.json").read_text())["rows"]}
+    assert rows["newest frame"]["frames"] > 0 and rows["sequential"]["frames"] > 0
+    assert all((tmp_path / "out" / f).exists() for f in ("live_soak.png", "live_soak.html", "live_latency.html"))
 
 
 def test_bench_prune_parses_its_options(tmp_path):

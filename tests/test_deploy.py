@@ -133,7 +133,7 @@ def test_deploy_replaces_a_bundle_whole_and_lists_only_what_the_profile_uses(zoo
 
 
 @pytest.mark.parametrize("swap, files, reads", [
-    # mesh+3ddfa: a stage id with a class of its own that runs 3ddfa-v2-mb05's IR (stages.ON_MODEL)
+    # mesh+3ddfa: a composition of the mesh fit and 3ddfa-v2-mb05's network (models/zoo.toml [[stages]])
     (('head_pose = "mesh"', 'head_pose = "mesh+3ddfa@FP32"'), ["3ddfa-v2-mb05"], "head_pose"),
     # dual-gaze (the default set's gaze): a stage that runs two zoo models as its parts, iris on
     (('gaze = "gaze-estimation-adas-0002@FP16"', 'gaze = "dual-gaze@FP32"'),
@@ -158,28 +158,49 @@ def test_a_stage_running_other_models_travels_and_runs_without_the_zoo(swap, fil
         assert all(set(f["faces"][0]["gaze"]["signals"]) == {"network", "iris"} for f in frames)
 
 
+def _old_bundle_frames(tmp_path, monkeypatch, old: str, head_pose: str, param: str,
+                       renamed: dict[str, str] | None = None) -> tuple[list, list]:
+    """(frames of the bundle, frames of its profile): a bundle deployed now, its profile.toml replaced by
+    tests/unit/data/`old` (a bundle's profile.toml as an older deploy wrote it: its files renamed as
+    that deploy named them) and run without the zoo; its profile run with `param` from the zoo."""
+    from pipeline import bundle
+
+    profile, video = tmp_path / "profile.toml", str(shared_path(VIDEO))
+    profile.write_text('version = 1\n[stages]\nface = "face-detection-short-range@FP32"\nlandmarks = "face-landmark@FP32"\n'
+                       f'head_pose = "{head_pose}"\ngaze = "dual-gaze@FP32"\neye_state = "none"\n')
+    assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b"), "--param", param]) == 0
+    for now, then in (renamed or {}).items():
+        (tmp_path / "b" / now).rename(tmp_path / "b" / then)
+    (tmp_path / "b" / bundle.PROFILE).write_text((ROOT / "tests" / "unit" / "data" / old).read_text())
+    manifest = json.loads((tmp_path / "b" / bundle.MANIFEST).read_text())
+    bundle.write_manifest(tmp_path / "b", {k: v for k, v in manifest.items() if k not in ("format", "files")})
+    args = ["--input", video, "--max-frames", "10"]
+    assert main(["run", "--profile", str(profile), "--param", param, *args, "--json", str(tmp_path / "p.jsonl")]) == 0
+    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))  # no manifest from here on
+    assert main(["run", "--bundle", str(tmp_path / "b"), *args, "--json", str(tmp_path / "b.jsonl")]) == 0
+    return jsonl_frames(tmp_path / "b.jsonl"), jsonl_frames(tmp_path / "p.jsonl")
+
+
 def test_a_bundle_made_before_the_pipeline_spec_runs_as_it_did(zoo_ready, tmp_path, monkeypatch):
     """tests/unit/data/bundle_profile_v1.toml is a bundle's profile.toml exactly as `edgegaze deploy`
     wrote it before the pipeline spec (the default set at FP32, --param
     face-detection-short-range.score_threshold=0.6). In a bundle of the same files it runs, without
     the zoo, frame for frame as the profile runs."""
-    from pipeline import bundle
+    frames, profile_frames = _old_bundle_frames(tmp_path, monkeypatch, "bundle_profile_v1.toml", "mesh",
+                                                "face-detection-short-range.score_threshold=0.6")
+    assert frames == profile_frames and sum(bool(f["faces"]) for f in frames) >= 8
 
-    old = ROOT / "tests" / "unit" / "data" / "bundle_profile_v1.toml"
-    profile, video = tmp_path / "profile.toml", str(shared_path(VIDEO))
-    profile.write_text('version = 1\n[stages]\nface = "face-detection-short-range@FP32"\nlandmarks = "face-landmark@FP32"\n'
-                       'head_pose = "mesh"\ngaze = "dual-gaze@FP32"\neye_state = "none"\n')
-    param = ["--param", "face-detection-short-range.score_threshold=0.6"]
-    assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b"), *param]) == 0
-    (tmp_path / "b" / bundle.PROFILE).write_text(old.read_text())
-    manifest = json.loads((tmp_path / "b" / bundle.MANIFEST).read_text())
-    bundle.write_manifest(tmp_path / "b", {k: v for k, v in manifest.items() if k not in ("format", "files")})
-    args = ["--input", video, "--max-frames", "10"]
-    assert main(["run", "--profile", str(profile), *param, *args, "--json", str(tmp_path / "p.jsonl")]) == 0
-    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))  # no manifest from here on
-    assert main(["run", "--bundle", str(tmp_path / "b"), *args, "--json", str(tmp_path / "b.jsonl")]) == 0
-    frames = jsonl_frames(tmp_path / "b.jsonl")
-    assert frames == jsonl_frames(tmp_path / "p.jsonl") and sum(bool(f["faces"]) for f in frames) >= 8
+
+def test_a_bundle_of_the_fused_head_pose_made_before_it_was_a_composition_runs_as_it_did(zoo_ready, tmp_path,
+                                                                                           monkeypatch):
+    """tests/unit/data/bundle_profile_fused.toml is a bundle's profile.toml as `edgegaze deploy` wrote
+    it at 083f8ce, when mesh+3ddfa, the default set's head pose, was one class on 3DDFA_V2's IR (its
+    key's, head_pose). In a bundle of those files it runs, without the zoo, frame for frame as the
+    profile runs."""
+    frames, profile_frames = _old_bundle_frames(tmp_path, monkeypatch, "bundle_profile_fused.toml", "mesh+3ddfa@FP32",
+                                                "mesh+3ddfa.net_every=20",
+                                                {"blobs/head_pose-network.blob": "blobs/head_pose.blob"})
+    assert frames == profile_frames and all(f["faces"][0]["head_pose"] for f in frames)
 
 
 def test_the_default_set_deployed_carries_its_head_pose_and_runs_as_run_does_with_no_flags(zoo_ready, tmp_path,
@@ -199,7 +220,8 @@ def test_the_default_set_deployed_carries_its_head_pose_and_runs_as_run_does_wit
     assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b")]) == 0
     assert (tmp_path / "b" / "models" / "3ddfa-v2-mb05" / "FP32" / "3ddfa-v2-mb05.xml").is_file()
     carried = (tmp_path / "b" / "profile.toml").read_text()
-    for line in ("net_every = 30", "net_move_deg = 5.0", "pose_pitch_offset = -5.2", 'head_pose = "bf16"'):
+    # the network is mesh+3ddfa's part since issue 50: its files under head_pose-network, as dual-gaze's under gaze-network
+    for line in ("net_every = 30", "net_move_deg = 5.0", "pose_pitch_offset = -5.2", 'head_pose-network = "bf16"'):
         assert line in carried, line
     monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "no-zoo.toml"))
     monkeypatch.setenv("EDGEGAZE_HOME", str(tmp_path / "empty-home"))

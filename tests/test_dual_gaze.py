@@ -101,9 +101,9 @@ def test_the_default_set_brings_every_model_its_stages_run():
     """`edgegaze models fetch --set default` fetches (and `models list` lists) dual-gaze's parts and
     the IR its head pose runs (mesh+3ddfa's 3ddfa-v2-mb05) too: zoo.select alone knows only the
     models whose own set it is, and listed nothing."""
-    from pipeline import stages
+    from pipeline import catalog, zoo
 
-    ids = [m.id for m in stages.zoo_models("default")]
+    ids = [m.id for m in catalog.zoo_models("default")]
     assert sorted(ids) == sorted(["face-detection-short-range", "face-landmark", "3ddfa-v2-mb05",
                                   "gaze-estimation-adas-0002", "iris-landmark"])
-    assert [m.id for m in stages.zoo_models("omz")] == [m.id for m in stages.zoo.select("omz")]
+    assert [m.id for m in catalog.zoo_models("omz")] == [m.id for m in zoo.select("omz")]

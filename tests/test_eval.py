@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -231,11 +232,11 @@ def test_omz_headpose_reads_the_box_intels_demo_gives_it(omz_headpose):
     ds = datasets.load_aflw2000(shared_path("labeled/aflw2000_dev"))
     stage = omz_headpose.back["head_pose"]
     demo = headpose.summarise(headpose.run_pipeline(omz_headpose, ds))["mae"]
-    stage.demo_box = False
+    stage.params = replace(stage.params, demo_box=False)
     try:
         bare = headpose.summarise(headpose.run_pipeline(omz_headpose, ds))["mae"]
     finally:
-        stage.demo_box = True
+        stage.params = replace(stage.params, demo_box=True)
     assert demo < bare - 1.0 and demo < 9.0, (demo, bare)
 
 
@@ -299,6 +300,14 @@ def test_every_eval_kind_has_a_page_in_a_browser(eval_out, browser):
     assert "leave-one-target-out" in texts["gaze_session"] and "distance from" in texts["gaze_session"]  # caption, column
     assert "learning off deg" in texts["gaze_online"] and "recorded order" in texts["gaze_online"]
     assert {p.name for p in check_index(browser, eval_out)} == {f"{kind}.html" for kind in plots}
+
+
+def test_every_eval_kind_shows_the_same_tables_in_markdown_and_page(eval_out, browser):
+    """Each kind's .md and .html are two renderings of one View (evaluate/tables.view)."""
+    from browser import same_tables
+
+    for kind in ("headpose", "faces", "landmarks", "gaze_session"):
+        assert same_tables(browser, eval_out / f"{kind}.md", eval_out / f"{kind}.html") == 1, kind
 
 
 def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):

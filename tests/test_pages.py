@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 from pipeline.report import html
@@ -71,3 +73,40 @@ def test_plots_inline_with_ids_of_their_own_and_names_escaped():
     assert str(html.code_spans("`<b>` & <i>")) == "<code>&lt;b&gt;</code> &amp; &lt;i&gt;"
     assert [html.show(v) for v in (None, float("nan"), float("inf"), 1.234, True, "x")] == ["n/a", "n/a", "n/a", "1.23",
                                                                                           "yes", "x"]
+
+
+def test_pages_render_strictly_from_views():
+    """Every page is a View rendered by the one template (base.html.j2 and its macros), strictly: a
+    name the template was not given fails the write instead of showing empty or n/a. The pages of each
+    command's real result render through it in that command's tests."""
+    import jinja2
+
+    from pipeline.views import Column, Table, View
+
+    env = html._environment()
+    assert env.undefined is jinja2.StrictUndefined
+    assert sorted(p.name for p in html.TEMPLATES.glob("*.j2")) == ["base.html.j2", "macros.html.j2"]
+    page = {"what": "a test", "created": html.now(), "machine": "m", "files": [], "index_href": None, "view": True}
+    assert "<h1>t</h1>" in html.render(View("t", []), page)
+    with pytest.raises(jinja2.UndefinedError):
+        html.render(View("t", []), {k: v for k, v in page.items() if k != "what"})
+    # a column whose key the rows lack (a renamed JSON key) is an error naming it, never a column of n/a
+    with pytest.raises(KeyError, match="'p50 ms' reads 'latency.p50_ms'"):
+        Table("t", [Column("latency.p50_ms", "p50 ms")], [{"latency": {"p50": 1.0}}]).body()
+
+
+def test_a_structured_prune_page_from_a_real_report(tmp_path, browser):
+    """The per-unit sensitivity of a structured pruning with its sensitivity plan (no test fixture
+    makes one: the suite's structured run is uniform, and the plan takes many minutes): a real
+    prune_report.json (iris-landmark, ratio 0.5, tests/data/pages/) rendered as Markdown and page,
+    strictly; the two show the same tables, and a unit not measured at a level reads n/a."""
+    from browser import check_page, same_tables
+    from pipeline.optimize import pages, prune
+
+    report = json.loads((ROOT / "tests" / "data" / "pages" / "prune_structured.json").read_text())
+    figure = prune.sensitivity_figure(report["sensitivity"], "iris-landmark: per-unit sensitivity")
+    pages.write_prune(report, tmp_path, [], None, {"sensitivity": figure})
+    text = check_page(browser, tmp_path / "prune_report.html", figures=1)
+    assert "Per-unit sensitivity" in text and all(r["unit"] in text for r in report["sensitivity"])
+    assert same_tables(browser, tmp_path / "prune_report.md", tmp_path / "prune_report.html") == 4
+    assert any(len(r["error"]) == 1 for r in report["sensitivity"]) and "| n/a |" in (tmp_path / "prune_report.md").read_text()

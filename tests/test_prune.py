@@ -211,6 +211,16 @@ def test_prune_pages_in_a_browser(unstructured, prune_index, browser):
     assert check_index(browser, prune_index) == [page.resolve()]
 
 
+def test_prune_markdown_and_page_show_the_same_tables(unstructured, browser):
+    """prune_report.md and prune_report.html: one View (optimize/pages.prune_view)."""
+    from pathlib import Path
+
+    from browser import same_tables
+
+    folder = Path(unstructured["ir"]).parent
+    assert same_tables(browser, folder / "prune_report.md", folder / "prune_report.html") == 4
+
+
 def test_structured_makes_the_exported_ir_smaller(structured):
     dense, pruned = structured["dense"], structured["pruned"]
     assert pruned["params"] < 0.8 * dense["params"]

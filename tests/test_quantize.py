@@ -170,6 +170,18 @@ def test_quantize_pages_in_a_browser(reports, reports_out, browser):
     assert len(check_index(browser, reports_out)) == len(MODELS) + 1
 
 
+def test_quantize_markdown_and_pages_show_the_same_tables(reports, reports_out, browser):
+    """report.md and report.html of each model, summary.md and summary.html: one View each."""
+    from browser import same_tables
+    from pipeline.optimize import pages
+
+    for model_id, report in reports.items():
+        folder = reports_out / model_id
+        assert same_tables(browser, folder / "report.md", folder / "report.html") == 2 + bool(report["sensitivity"])
+    pages.write_quantize_summary(list(reports.values()), reports_out, [])
+    assert same_tables(browser, reports_out / "summary.md", reports_out / "summary.html") == 1
+
+
 def test_budget_rejects_strict_budget_and_keeps_fp32(home, cal, reports, tmp_path):
     """No INT8 model can match FP32 to within 1e-6 degrees: nothing is written, the reason names the layers tried."""
     from pipeline import paths, zoo

@@ -189,6 +189,15 @@ def test_report_page_in_a_browser(short_report, browser):
     assert check_index(browser, out) == [(out / "report.html").resolve()]
 
 
+def test_report_markdown_and_page_show_the_same_tables(short_report, browser):
+    """report.md and report.html are two renderings of one declaration (pipeline/report/view.py):
+    the same tables in the same order, with the same headers and cells."""
+    from browser import same_tables
+
+    _, out = short_report
+    assert same_tables(browser, out / "report.md", out / "report.html") == 6
+
+
 def _bad(report: dict, case: str) -> dict:
     """A copy of a real report made into bad input for the page writer."""
     bad = copy.deepcopy({k: v for k, v in report.items() if k != "said"})

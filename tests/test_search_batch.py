@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
 
-from pipeline import profile as profiles, stages
+from pipeline import catalog, profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
 from conftest import jsonl_frames, need, reference_profile, shared_path
@@ -70,12 +71,20 @@ def test_search_page_in_a_browser(searched, browser):
     assert (searched / "profile.toml").resolve() in linked_files(browser, searched / "index.html")
 
 
+def test_search_markdown_and_page_show_the_same_tables(searched, browser):
+    """pareto.md and pareto.html: one View (optimize/pages.pareto_view)."""
+    from browser import same_tables
+
+    chosen = json.loads((searched / "pareto.json").read_text())["chosen"]
+    assert same_tables(browser, searched / "pareto.md", searched / "pareto.html") == 1 + bool(chosen)
+
+
 def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path, monkeypatch):
     """The space was spelled out as zoo ids in search.py; it comes from the zoo's sets and stage kinds."""
     from pipeline import paths
     from pipeline.optimize import search
 
-    before, detectors = search.mixes(full=True), len(stages.of_kind("face"))
+    before, detectors = search.mixes(full=True), len(catalog.of_kind("face"))
     assert {(m["landmarks"], m["head_pose"]) for m in before} >= {("face-landmark", "mesh"),
                                                                    ("face-landmark", "head-pose-estimation-adas-0001")}
     assert all(m["head_pose"] != "mesh" or m["landmarks"] == "face-landmark" for m in before)  # mesh needs FaceMesh
@@ -86,7 +95,7 @@ def test_a_new_zoo_model_joins_the_search_space_without_editing_search(tmp_path,
                                        'landmarks = "face-landmark"\nhead_pose = "mesh"\ngaze = "iris-landmark"\n')
     monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "zoo.toml"))
     full, small = search.mixes(full=True), search.mixes(full=False)
-    assert len(stages.of_kind("face")) == detectors + 1
+    assert len(catalog.of_kind("face")) == detectors + 1
     assert len(full) == len(before) // detectors * (detectors + 1)  # every chain with the new detector too
     assert {"face": "face-detection-retail-0005", "landmarks": "landmarks-regression-retail-0009",
             "head_pose": "head-pose-estimation-adas-0001", "gaze": "gaze-estimation-adas-0002", "eye_state": "none"} in full
@@ -218,3 +227,33 @@ def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130 and "Traceback" not in err, (p.returncode, err[-2000:])
     assert not list(out.glob(".*part*")), list(out.iterdir())
+
+
+RAY_CLIENT = """import ray, sys
+ray.init(address=sys.argv[1], logging_level="ERROR")
+print("connected", ray.cluster_resources().get("CPU"))
+"""
+
+
+def test_the_local_ray_refuses_a_connection_without_its_token(ray_session, tmp_path):
+    """The Ray that `batch` and `optimize pipeline` start listens on every interface: a driver
+    that brings no token, or another one, is refused; one with the cluster's token gets in."""
+    from pathlib import Path
+
+    from pipeline import cluster
+
+    address = ray_session.get_runtime_context().gcs_address
+    assert os.environ[cluster.AUTH_MODE] == "token"
+    token = os.environ.get(cluster.AUTH_TOKEN) or Path(os.environ.get(cluster.AUTH_TOKEN_PATH, Path.home() / ".ray" /
+                                                                      "auth_token")).read_text().strip()
+    (tmp_path / "home").mkdir()  # no ~/.ray/auth_token there
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    base.update(HOME=str(tmp_path / "home"), RAY_gcs_server_port_wait_time_s="1")  # one try, not Ray's 20
+    for env in (base, {**base, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}):
+        out = subprocess.run([sys.executable, "-c", RAY_CLIENT, address], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode != 0 and "Authentication token is missing or incorrect" in out.stderr, out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-c", RAY_CLIENT, address], env={**base, "RAY_AUTH_MODE": "token",
+                                                                          "RAY_AUTH_TOKEN": token},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("connected"), out.stderr[-2000:]

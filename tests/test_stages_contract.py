@@ -26,10 +26,11 @@ def test_every_zoo_model_has_a_stage_class_of_its_kind():
         for key, p in cls.parameters.items():
             assert isinstance(p.default, p.type) and p.help and p.allows(p.default), (cls.__name__, key)
         cls.settings(spec.params)  # the zoo's own parameters are valid
-    for impl in stages.MODEL_FREE:
+    for impl in zoo.stages():  # the stages without a model of their own (models/zoo.toml [[stages]])
         assert stages.stage_class(impl).kind in STAGE_KINDS
-    for impl, (_, model) in stages.ON_MODEL.items():  # a class of its own on a zoo model of its kind
-        assert stages.stage_class(impl).kind == zoo.get(model).stage
+    for impl, entry in zoo.stages().items():  # a class of its own, of the entry's kind, whose roles its parts fill
+        assert stages.stage_class(impl).kind == entry.stage
+        assert set(stages.stage_class(impl).parts) == set(entry.parts), impl
 
 
 def test_declared_inputs_and_outputs_exist_in_every_converted_ir(zoo_ready):
@@ -75,7 +76,7 @@ def test_param_reaches_the_detector_and_changes_the_faces_found(zoo_ready):
     kw = dict(landmarks="none", gaze="none", head_pose="none", tracking=False)
     default = build_pipeline("mediapipe", **kw)
     strict = build_pipeline("mediapipe", params=[f"{DETECTOR}.score_threshold=0.99"], **kw)
-    assert strict.detector.score_threshold == 0.99 and default.detector.score_threshold == 0.5
+    assert strict.detector.params.score_threshold == 0.99 and default.detector.params.score_threshold == 0.5
     score = default.process(image).faces[0].face.score
     assert _faces(default, image) == 1 and score < 0.99
     assert _faces(strict, image) == 0

@@ -21,7 +21,7 @@ MAX_LINES = 60
 LAYERS = [
     ("cli", "__main__"),
     ("api",),
-    ("report", "evaluate", "optimize", "batch", "deploy"),
+    ("report", "evaluate", "optimize", "batch", "deploy", "serve"),
     ("control",),
     ("arguments",),
     ("profile",),
@@ -32,9 +32,9 @@ LAYERS = [
     ("stages",),
     ("runtime",),
     ("convert",),
-    ("zoo", "modelcache", "sources", "tddfa_net"),
-    ("paths", "errors", "bounds", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
-     "pipeline"),
+    ("zoo", "catalog", "modelcache", "sources", "cameras", "tddfa_net"),
+    ("paths", "errors", "settings", "results", "measures", "boxes", "draw", "extras", "pickled", "tomlfile", "cluster",
+     "views", "pipeline"),
 ]
 
 

@@ -197,7 +197,7 @@ def test_on_a_tracked_face_the_network_runs_only_when_the_head_turns_and_its_off
     from pipeline.stages.fused_pose import TRACK_KEY
 
     default = build_pipeline("default", gaze="none")
-    assert default.names["head_pose"] == "mesh+3ddfa" and default.back["head_pose"].net_every == 30
+    assert default.names["head_pose"] == "mesh+3ddfa" and default.back["head_pose"].params.net_every == 30
     amortized, ran = _tracked_poses(default)
     every, ran_every = _tracked_poses(build_pipeline("default", gaze="none", params=["mesh+3ddfa.net_every=1"]))
     assert ran_every.all() and ran[0]  # a new track has no offset: the network runs

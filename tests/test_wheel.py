@@ -137,7 +137,7 @@ def test_the_wheel_carries_the_page_templates(installed):
     templates = Path(installed["site"]) / "pipeline" / "report" / "templates"
     shipped = {p.name for p in templates.iterdir()}
     assert {p.name for p in (ROOT / "pipeline" / "report" / "templates").iterdir()} <= shipped
-    assert {"base.html.j2", "index.html.j2", "sort.js"} <= shipped
+    assert {"base.html.j2", "macros.html.j2", "sort.js"} <= shipped
 
 
 # a stage parameter given at deploy time: the bundle carries it (and run --profile is given it too)

@@ -2,7 +2,7 @@
 the CPU; fetch and convert the models, quantize or prune them, measure them, and drive the mouse.
 
 The `edgegaze` command is a thin shell that parses arguments and calls one library function; each
-module here adds its subcommands (models.py, run.py, deploy.py, optimize.py, evaluate.py) and
+module here adds its subcommands (models.py, run.py, deploy.py, optimize.py, evaluate.py, serve.py) and
 handles them.
 A user mistake (EdgegazeError or a bad argument) prints one line and exits 2, a setting named by
 its flag (a ConfigError's field: pipeline/arguments.py); Ctrl-C exits 130.
@@ -23,7 +23,7 @@ from pipeline.errors import ConfigError, EdgegazeError
 
 
 # the commands that run pipelines in this process (batch and the search run theirs in Ray workers)
-PIPELINE_COMMANDS = ("run", "mouse", "report", "eval")
+PIPELINE_COMMANDS = ("run", "mouse", "report", "eval", "serve")
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -64,12 +64,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(prog: str = "edgegaze") -> argparse.ArgumentParser:
     from pipeline import __version__
-    from pipeline.cli import deploy, evaluate, models, optimize, run
+    from pipeline.cli import deploy, evaluate, models, optimize, run, serve
 
     parser = _Parser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (models, run, deploy, optimize, evaluate):
+    for module in (models, run, deploy, optimize, evaluate, serve):
         module.add(sub)
     return parser
 

@@ -13,11 +13,11 @@ def add(sub) -> None:
 
 
 def _models_list(args) -> int:
-    from pipeline import stages, zoo
+    from pipeline import catalog, zoo
     from pipeline.results import STAGE_KINDS
 
     rows = [("id", "set", "stage", "precisions", "cached", "size", "license")]
-    for m in stages.zoo_models(args.set):
+    for m in catalog.zoo_models(args.set):
         size = sum(m.cached(f).stat().st_size for f in m.files if m.cached(f).exists())
         rows.append((m.id, m.set, m.stage, ",".join(m.precisions), "yes" if m.is_cached() else "no",
                      f"{size / 1e6:.1f} MB" if size else "-", m.license))
@@ -28,7 +28,7 @@ def _models_list(args) -> int:
         own = zoo.set_precisions(name)  # what `run` runs at the default --precision FP32
         if own:
             flags = [f"--{k.replace('_', '-')} {v}@FP32" for k, v in chosen.items()
-                     if k in STAGE_KINDS and isinstance(v, str) and set(stages.models_of(v)) & set(own)]
+                     if k in STAGE_KINDS and isinstance(v, str) and set(catalog.models_of(v)) & set(own)]
             print(f"the {name} set runs " + ", ".join(f"{m} at {p}" for m, p in own.items()) + " and every other model "
                   f"at --precision (FP32 by default); {' '.join(flags)} runs FP32 there")
     return 0
@@ -42,16 +42,16 @@ def _models_show(args) -> int:
 
 
 def _models_fetch(args) -> int:
-    from pipeline import stages, zoo
+    from pipeline import catalog, zoo
 
-    for spec in stages.zoo_models(_selected_set(args), args.model):
+    for spec in catalog.zoo_models(_selected_set(args), args.model):
         files = zoo.fetch(spec, mirror=args.mirror)
         print(f"{spec.id}: {len(files)} file(s) verified in {files[0].parent.parent}")
     return 0
 
 
 def _convert(args) -> int:
-    from pipeline import convert, stages, zoo
+    from pipeline import catalog, convert, zoo
 
     precisions = [p.strip().upper() for p in args.precision.split(",") if p.strip()]
     convertible = sorted({p for spec in zoo.select("all") for p in spec.precisions})
@@ -61,7 +61,7 @@ def _convert(args) -> int:
         if precision not in convertible:
             raise EdgegazeError(f"convert makes {', '.join(convertible)}, not '{precision}' "
                                 "(INT8 and pruned forms come from `edgegaze optimize`)")
-    for spec in stages.zoo_models(_selected_set(args), args.model):
+    for spec in catalog.zoo_models(_selected_set(args), args.model):
         for precision in precisions:
             if precision in spec.precisions:
                 convert.convert(spec, precision, force=args.force)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pipeline.arguments import add_param_option, add_profile_options, int_at_least, number
+from pipeline.cameras import LiveOptions
+from pipeline.settings import add_arguments, from_args
 from pipeline.cli.models import _add_selection, _selected_set
 
 
@@ -58,7 +60,7 @@ def _batch(args) -> int:
     from pipeline.batch import run_batch
 
     s = run_batch(args.input, args.profile, args.out, args.workers, args.address, args.max_frames, params=args.params,
-                  force=args.force)
+                  force=args.force, live=from_args(LiveOptions, args))
     print(f"{s['done']} done, {s['skipped']} skipped (finished before), {s['failed']} failed; "
           f"{s['frames']} frames, {s['frames_per_s']:.1f} frames/s; summary in {args.out}/summary.json")
     return 1 if s["failed"] else 0
@@ -135,14 +137,16 @@ def _add_search_batch(sub, optimize) -> None:
     p.add_argument("--out", required=True, help="folder for profile.toml, pareto.json/.md/.png")
     p.set_defaults(func=_optimize_pipeline)
     p = sub.add_parser("batch", help="a deployment profile over many videos on Ray: one JSON Lines file per video")
-    p.add_argument("--input", required=True, help="folder of videos or a glob ('sessions/*.mp4')")
+    p.add_argument("--input", required=True, help="folder of videos, a glob ('sessions/*.mp4'), a camera URL, or a .txt "
+                   "file listing camera URLs and videos, one per line")
     add_profile_options(p, "the pipeline run on every video", required=True)
     p.add_argument("--out", required=True, help="folder for <video>.jsonl, <video>.source.json and summary.json; videos "
                    "finished from the same file with the same profile are skipped")
     p.add_argument("--force", action="store_true", help="redo videos whose output came from another file, profile or "
                    "edgegaze version (else the batch stops and says which)")
     p.add_argument("--workers", type=int_at_least(1), default=2, help="videos processed at once (default 2)")
-    p.add_argument("--max-frames", type=int_at_least(1), help="frames per video")
+    p.add_argument("--max-frames", type=int_at_least(1), help="frames per video (a camera: until it gives up, or Ctrl-C)")
     p.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
+    add_arguments(p, LiveOptions)
     add_param_option(p)
     p.set_defaults(func=_batch)

@@ -7,6 +7,8 @@ import sys
 from pipeline import zoo
 from pipeline.arguments import (add_param_option, add_pipeline_options, add_profile_options, int_at_least, number,
                                 pipeline_from_args)
+from pipeline.cameras import LiveOptions
+from pipeline.settings import add_arguments, from_args
 
 
 def add(sub) -> None:
@@ -24,10 +26,14 @@ def _run(args) -> int:
     spec, models, _ = pipeline_from_args(args)
     runtime.check_device(spec.runtime.device)
     check_outputs(args.json, args.output, args.show, args.input)
-    source = open_source(args.input, max_frames=args.max_frames, flip=args.flip)
-    s = run_to_outputs(Pipeline.from_spec(spec, models), source, args.json, args.output, args.show)
+    source = open_source(args.input, max_frames=args.max_frames, flip=args.flip, live=from_args(LiveOptions, args),
+                         events=True)
+    s = run_to_outputs(Pipeline.from_spec(spec, models), source, args.json, args.output, args.show,
+                       log=lambda line: print(line, file=sys.stderr))
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}{s.dropped_note()}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
+    if s.live_note:
+        print(f"edgegaze: {s.live_note}", file=sys.stderr)
     if s.skipped_note:
         print(f"edgegaze: warning: {s.skipped_note}", file=sys.stderr)
     return 130 if s.interrupted else 0
@@ -56,16 +62,44 @@ def _report(args) -> int:
 
 def _mouse(args) -> int:
     from pipeline.control import app
+    from pipeline.control.options import options_from_args
 
-    return app.mouse_command(args)
+    o = options_from_args(args)
+    return _pointing_test(o) if o.pointing.pointing_test else app.mouse_command(args)
+
+
+def _pointing_test(o) -> int:
+    """`mouse --pointing-test`: run it, write what was done (all of it, or the trials before a stop)."""
+    from pipeline.control.pointing_test import run_pointing_test
+    from pipeline.errors import EdgegazeError
+    from pipeline.evaluate import pointing
+    from pipeline.paths import check_out_dir
+
+    check_out_dir(o.pointing.out, flag="--pointing-out")
+    result = run_pointing_test(o)
+    pointing.write(result, o.pointing.out)
+    tpe = result["overall"]["tpe_bits_s"]
+    line = (f"{result['trials_done']} of {result['trials_expected']} trials; TPe "
+            f"{'n/a' if tpe != tpe else format(tpe, '.2f')} bits/s, errors {result['overall']['error_rate_pct']:.1f} %; "
+            f"wrote pointing.json, .md, .png and .html to {o.pointing.out}")
+    if result["complete"]:
+        print(line)
+        return 0
+    if result["stopped_by"] == "interrupt":
+        print(line)
+        return 130
+    raise EdgegazeError(f"the pointing test stopped ({result['stopped_by']}) after {result['trials_done']} of "
+                        f"{result['trials_expected']} trials; they are in {o.pointing.out}/pointing.json")
 
 
 def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
-    p.add_argument("--input", required=True, help="webcam index, video file, image or folder of images")
+    p.add_argument("--input", required=True, help="webcam index, camera URL (rtsp://, http(s)://...), video file, "
+                   "image or folder of images")
     add_pipeline_options(p, "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)",
                          "replaces the model and runtime options")
+    add_arguments(p, LiveOptions)
     p.add_argument("--output", help="annotated video: .mp4 or .avi")
     p.add_argument("--json", help="JSON Lines, one object per frame")
     p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: the whole input)")
@@ -77,7 +111,8 @@ def _add_run(sub) -> None:
 def _add_report(sub) -> None:
     """`report`: FLOPs, latency, throughput, energy and profile of the stage models."""
     p = sub.add_parser("report", help="FLOPs, latency, throughput, energy and per-layer profile of every stage model")
-    p.add_argument("--input", required=True, help="video (or image) whose frames feed the models")
+    p.add_argument("--input", required=True, help="video, image, image folder, webcam index or camera URL whose frames "
+                   "feed the models")
     p.add_argument("--models", default=zoo.DEFAULT_SET, help="model set, e.g. mediapipe or omz")
     p.add_argument("--precision", default="FP32", help="comma list, e.g. FP16,FP16-INT8")
     p.add_argument("--frames", type=int_at_least(1), default=30, help="frames decoded and cycled as inputs (>= 20 timed inferences)")

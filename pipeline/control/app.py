@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.arguments import pipeline_from_args
+from pipeline.cameras import CameraEvent, CameraGone
 from pipeline.control import calibration as cal
 from pipeline.control import teaching, ui
-from pipeline.control.clicks import closed_eyes_source
+from pipeline.control.clicks import EyeClosure, closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
-from pipeline.control.mapping import Mapper, MappingConfig, MotionConfig
-from pipeline.control.mouse import FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend
+from pipeline.control import modes
+from pipeline.control.mapping import px_per_degree
+from pipeline.control.mouse import (FailSafeTriggered, MouseController, TrajectoryRecorder, open_backend,
+                                    standard_triggers)
+from pipeline.control.pointer import Need
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
 from pipeline.paths import check_writable_file
@@ -36,6 +40,8 @@ class MouseSummary:
     stopped_by: str = "end of input"
     seconds: float = 0.0
     move_ms_max: float = 0.0
+    held: bool = False  # paused because the camera is gone (not by the user)
+    camera_note: str = ""  # a live source's gaps and dropped frames
 
     def step(self, controller: MouseController, fr, log):
         """One pointer step for a frame's result, counted; returns the controller's decision."""
@@ -43,7 +49,7 @@ class MouseSummary:
         d = controller.step(fr.timestamp, _face(fr))
         self.move_ms_max = max(self.move_ms_max, (time.perf_counter() - t) * 1e3)
         for event in d.events:
-            log(f"{event}d (eyes closed)")
+            log(f"{event}d (eyes closed)" if event in ("pause", "resume") else event)
         self.frames += 1
         self.states[d.state] += 1
         self.clicks += d.click is not None
@@ -52,7 +58,17 @@ class MouseSummary:
     def line(self) -> str:
         top = ", ".join(f"{k} {v}" for k, v in self.states.most_common())
         return (f"{self.frames} frames ({top}); {self.clicks} click(s); stopped by {self.stopped_by}; "
-                f"{self.frames / max(self.seconds, 1e-6):.1f} frames/s")
+                f"{self.frames / max(self.seconds, 1e-6):.1f} frames/s" + (f"; {self.camera_note}" if self.camera_note else ""))
+
+    def camera(self, controller: MouseController, event: CameraEvent, log) -> None:
+        """The camera went away: the pointer pauses (no click fires, the dwell restarts) until it is
+        back, when tracking starts afresh; a pause the user chose stays."""
+        gone = isinstance(event, CameraGone)
+        if gone != controller.paused and (gone or self.held):
+            controller.toggle_pause()
+            self.held = gone
+        log(f"{event}; " + ("the pointer waits for it, no click fires" if gone else
+                            "tracking starts again" if not controller.paused else "the pointer stays paused (hotkey)"))
 
 
 def _face(frame_result):
@@ -126,7 +142,7 @@ def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", s
     screen = ui.CalibrationScreen(geometry.width_px, geometry.height_px)
     sampler = cal.SteadySampler(settle_s)
     samples: dict[int, list] = {}
-    results = iter(pipeline.run(frames))
+    results = _frames_only(pipeline.run(frames), log)
     log(f"calibration: look at each of the {len(points)} targets until it moves on")
     try:
         for k, (x, y) in enumerate(points):
@@ -136,6 +152,15 @@ def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", s
     finally:
         screen.close()
     return cal.fit(points, {k: v for k, v in samples.items() if v}, geometry, user or "", method, min_samples)
+
+
+def _frames_only(results, log):
+    """The pipeline's results without a live camera's events, each said in one line (a target waits meanwhile)."""
+    for r in results:
+        if isinstance(r, CameraEvent):
+            log(str(r))
+        else:
+            yield r
 
 
 def _sample_target(results, sampler, screen, samples: list, want: int, max_s: float) -> bool:
@@ -171,39 +196,84 @@ def calibrate_until_good(o: MouseOptions, pipeline, open_frames, geometry, log=p
                         f"or camera position, or allow more with --max-calibration-error DEG")
 
 
-def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
+@dataclass
+class Prepared:
+    """What a run of the mouse needs before its first frame."""
+
+    backend: object
+    pipeline: object
+    source: object
+    calibration: cal.Calibration | None
+    calibration_path: Path | None = None  # where it is saved (with what clicks teach it)
+
+
+def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=None) -> Prepared:
+    """Check the options, open the pointer, find the calibration, build the pipeline and open the
+    input; a gaze mode without a calibration calibrates live first (`calibrate`), or is refused.
+    `before_models(backend)` checks what depends on the screen before any model is compiled."""
     from pipeline.sources import open_source
 
-    if o.mode not in ("gaze", "head", "relative"):
-        raise EdgegazeError(f"--mode must be gaze, head or relative, not {o.mode!r}")
+    if o.mode not in modes.MODES:
+        raise EdgegazeError(f"--mode must be one of {', '.join(modes.MODES)}, not {o.mode!r}")
     if o.record:  # before the run, not when the trajectory is saved at its end
         check_writable_file(o.record, make_folders=True, input_path=o.input)
     if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
         cal.ScreenGeometry.load(o.screen_json)
     backend = open_backend(o.dry_run, o.screen_size)
+    if before_models is not None:
+        before_models(backend)
     profile = _load_profile(o.profile)  # a bundle: checked, and its calibration found, first
-    calib, calib_path = _saved_calibration(o, backend.screen, log, profile and profile.calibration)  # before any compile
+    calib, calib_path = _saved_calibration(o, backend.screen, log, profile and profile.calibration, calibrate)
     pipeline = _pipeline(o.pipeline, profile, o.params)
     advice = cal.IN_A_BUNDLE if profile is not None and profile.bundled else cal.RUN_ITS_SET  # for another gaze stage's calibration
     _gaze_signals(o, pipeline, calib, log, advice)
-    source = open_source(o.input, max_frames=o.max_frames, flip=o.flip)
-    if o.mode == "gaze" and calib is None:
+    source = open_source(o.input, max_frames=o.max_frames, flip=o.flip, live=replace(o.live, wait=True), events=True)
+    if o.mode in modes.gaze_modes() and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
-            return source if source.kind == "camera" else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
+            return source if source.live else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
 
         calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
         log(f"saved {calib_path}")
         _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
-    teacher = teaching.start(o.learning, calib, calib_path, log) if calib is not None else None
-    model = teacher.model if teacher is not None else calib.model if calib is not None else None
-    mapping = MappingConfig(**{**o.mapping.__dict__, "mirror": o.flip or o.mapping.mirror})
-    controller = MouseController(
-        backend, Mapper(o.mode, backend.screen, mapping, model),
-        PointFilter(o.min_cutoff, o.beta, freq=source.fps) if o.filter else None,
-        MotionConfig(o.dead_zone_px, o.max_speed_px_s), o.clicks, o.min_confidence, o.pause_gesture_s)
-    return _drive(o, pipeline, source, controller, log, teacher)
+    return Prepared(backend, pipeline, source, calib, calib_path)
+
+
+def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
+    p = prepare(o, log)
+    view = ui.Magnifier() if o.pointer.zoom and p.backend.name == "pyautogui" else None
+    controller = build_controller(o, p.backend, p.pipeline, p.calibration, p.source.fps, view)
+    teacher = teaching.start(o.learning, p.calibration, p.calibration_path, log) if p.calibration is not None else None
+    if teacher is not None:  # gaze+head's head turn puts the pointer on what the user looked at: its clicks are samples
+        teacher.attach(controller, "head" if o.mode == modes.Mode.GAZE_HEAD else teaching.POINTER)
+    return _drive(o, p.pipeline, p.source, controller, log, teacher)
+
+
+def build_controller(o: MouseOptions, backend, pipeline, calib: cal.Calibration | None, fps: float,
+                     view=None) -> MouseController:
+    """The pointer of `o`: its technique (modes.build) on this screen and calibration, the filter,
+    the motion shaping and the triggers; `view`: zoom-to-click's magnifier (ui.Magnifier)."""
+    _check_needs(o.mode, pipeline)
+    geometry = calib.screen if calib is not None else _geometry(o, backend)
+    context = modes.Context(backend.screen, px_per_degree(geometry.mm_per_px(), geometry.distance_mm),
+                            calib.model if calib is not None else None,
+                            (calib.validation or {}).get("mean_error_px") if calib is not None else None,
+                            replace(o.mapping, mirror=o.flip or o.mapping.mirror))
+    technique = modes.build(o.mode, o.pointer, context, view)
+    m, c = o.motion, o.clicks
+    return MouseController(backend, technique, PointFilter(m.min_cutoff, m.beta, freq=fps) if m.filter else None, m,
+                           standard_triggers(c, o.pause_gesture_s, technique if o.pointer.zoom else None),
+                           o.min_confidence, EyeClosure(c.eye_open_threshold, c.lid_closed_ratio, c.ear_threshold))
+
+
+def _check_needs(mode: str, pipeline) -> None:
+    """A mode whose pipeline lacks a stage it reads stops before the first frame."""
+    stage = {Need.HEAD_POSE: "head_pose", Need.GAZE: "gaze"}
+    for need in modes.MODES[mode].needs:
+        if need in stage and stage[need] not in pipeline.back:
+            raise EdgegazeError(f"--mode {mode} reads the {need}, and this pipeline has no {stage[need]} stage; "
+                                f"run a model set with one (the default set has both)")
 
 
 def _load_profile(path: str | None):
@@ -217,7 +287,7 @@ def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log,
     then those the calibration reads (none outside gaze mode), plus the iris model for its eyelids
     where --blink needs them; so a calibration that reads the OMZ network alone never runs the
     iris model. Then whether anything sees closed eyes for blink clicks and the eyes-closed pause."""
-    if o.mode == "gaze" and calib is None:
+    if o.mode in modes.gaze_modes() and calib is None:
         cal.use_signals(pipeline)
     else:
         wanted = cal.needs(calib.model) if calib is not None else ()
@@ -236,11 +306,13 @@ def _gaze_signals(o: MouseOptions, pipeline, calib: cal.Calibration | None, log,
             "hotkey, or add --blink (runs the iris model, whose eyelids see a closure)")
 
 
-def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None) -> tuple[cal.Calibration | None, Path | None]:
-    """Gaze mode: the saved calibration (unless --recalibrate) and where a new one is saved;
-    without one, a live calibration needs a display. --calibration FILE comes first, then the one a
-    bundle carries (`bundled`), then the user's own for this screen."""
-    if o.mode != "gaze":
+def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None,
+                       calibrate: bool = True) -> tuple[cal.Calibration | None, Path | None]:
+    """Gaze modes: the saved calibration (unless --recalibrate) and where a new one is saved;
+    without one, a live calibration needs a display (and `calibrate`: the pointing test refuses
+    instead). --calibration FILE comes first, then the one a bundle carries (`bundled`), then the
+    user's own for this screen."""
+    if o.mode not in modes.gaze_modes():
         return None, None
     calib_path = Path(o.calibration) if o.calibration else cal.default_path(screen.width, screen.height, o.user)
     saved = Path(bundled) if bundled and not o.calibration else calib_path
@@ -248,6 +320,10 @@ def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None)
         calib = cal.Calibration.load(saved, screen.width, screen.height)
         log(f"calibration {saved}: {cal.visual_angle_summary(calib)}")
         return calib, calib_path
+    if not calibrate:
+        why = "is to be made again (--recalibrate)" if saved.exists() else "does not exist"
+        raise EdgegazeError(f"the pointing test in --mode {o.mode} needs a saved calibration and {saved} {why}: "
+                            f"calibrate first (edgegaze mouse --mode {o.mode}) or give --calibration FILE")
     if not ui.has_display():
         raise EdgegazeError(f"gaze mode needs a calibration and {calib_path} does not exist; calibrating "
                             f"needs a display (or use --calibrate-from with a recorded session)")
@@ -270,11 +346,14 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log, 
     frames = iter(source)
     try:
         for fr in pipeline.run(frames):
+            if isinstance(fr, CameraEvent):  # a live camera went away or came back
+                summary.camera(controller, fr, log)
+                continue
             if hotkey is not None and hotkey.pressed():
                 log(f"{controller.toggle_pause()}d (hotkey)")
             d = summary.step(controller, fr, log)
-            if teacher is not None and teacher.frame(fr.timestamp, _face(fr), d, controller.xy):
-                controller.mapper.gaze_model = teacher.model  # what the clicks taught, from the next frame
+            if teacher is not None:
+                teacher.frame(fr.timestamp, _face(fr), d)
             if recorder:
                 recorder.write(fr.index, d)
             if show is not None and show(fr, d, controller):
@@ -288,6 +367,7 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log, 
     finally:
         summary.seconds = time.perf_counter() - start
         frames.close()  # releases the capture now, not at interpreter exit
+        summary.camera_note = source.live_note() if hasattr(source, "live_note") else ""
         for closing in (recorder, hotkey, show, teacher):
             if closing is not None:
                 closing.close()
@@ -296,18 +376,19 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log, 
 
 def mouse_command(a) -> int:
     """`edgegaze mouse`: calibrate from a recording, or drive the pointer."""
-    if a.calibrate_from:
-        if not (a.targets_csv and a.screen):
+    o = options_from_args(a)
+    if o.calibrate_from:
+        if not (o.targets_csv and o.screen_json):
             raise EdgegazeError("--calibrate-from needs --targets-csv FILE and --screen FILE")
         spec, models, _ = pipeline_from_args(a)
-        c = calibrate_recorded(a.calibrate_from, a.targets_csv, a.screen, spec, models, method=a.calibration_model,
-                               out=a.calibration, user=a.user, max_error_deg=a.max_calibration_error)
-        print(cal.visual_angle_summary(c) + (f"; saved {a.calibration}" if a.calibration else ""))
-        if reason := cal.error_too_large(c, a.max_calibration_error):
+        c = calibrate_recorded(o.calibrate_from, o.targets_csv, o.screen_json, spec, models, method=o.calibration_method,
+                               out=o.calibration, user=o.user, max_error_deg=o.max_calibration_error_deg)
+        print(cal.visual_angle_summary(c) + (f"; saved {o.calibration}" if o.calibration else ""))
+        if reason := cal.error_too_large(c, o.max_calibration_error_deg):
             print(f"above the limit: {reason}; the mouse would refuse this calibration")
         for t in c.validation["targets"]:
             print(f"  target ({t['x_px']:.0f}, {t['y_px']:.0f}): {t['error_px']:.0f} px over {t['samples']} samples")
         return 0
-    s = run_mouse(options_from_args(a))
+    s = run_mouse(o)
     print(s.line())
     return 130 if s.stopped_by == "interrupt" else 0

@@ -1,7 +1,9 @@
 """Hands-free clicks and the eyes-closed gesture. Both clicks are off by default.
 
-Dwell: the pointer stays within `radius_px` for `time_s` -> one click; it re-arms only after the
-pointer leaves the radius, so resting on a button does not click it again and again.
+Dwell: the pointer stays within `radius_px` for `time_s` -> one click, at the mean of the rest's
+last third; it
+re-arms only after the pointer leaves the radius, so resting on a button does not click it again
+and again.
 Blink: both eyes closed for at least `min_s` and at most `max_s` -> a click; a longer closure is
 not a click (it is the pause gesture, see EyesClosedGesture).
 Eyes closed (EyeClosure), from the best signal the pipeline gives: the eye-state model's
@@ -100,18 +102,31 @@ class EyeClosure:
 
 
 class DwellClicker:
-    def __init__(self, time_s: float = 1.0, radius_px: float = 30.0):
-        self.time_s, self.radius_px = time_s, radius_px
+    """`point` is where a dwell clicks: the mean of the pointer over the rest's last `settle` share
+    of `time_s`, not its last position, so the jitter that remains after the filter averages out
+    and a small correction made early in the rest is not averaged in."""
+
+    def __init__(self, time_s: float = 1.0, radius_px: float = 30.0, settle: float = 1 / 3):
+        self.time_s, self.radius_px, self.settle = time_s, radius_px, settle
         self.reset()
 
     def reset(self) -> None:
         self._anchor, self._since, self._armed = None, 0.0, True
+        self._rest: deque = deque()
+
+    @property
+    def point(self) -> np.ndarray | None:
+        return np.mean([p for _, p in self._rest], axis=0) if self._rest else None
 
     def __call__(self, t: float, xy) -> bool:
         xy = np.asarray(xy, dtype=np.float64)
         if self._anchor is None or np.hypot(*(xy - self._anchor)) > self.radius_px:
             self._anchor, self._since, self._armed = xy, t, True
+            self._rest = deque([(t, xy)])
             return False
+        self._rest.append((t, xy))
+        while len(self._rest) > 1 and t - self._rest[0][0] > self.settle * self.time_s:
+            self._rest.popleft()
         if self._armed and t - self._since >= self.time_s:
             self._armed = False
             return True

@@ -27,7 +27,7 @@ and head angles (GROWN) learns the same clicks, starting from its ridge fit on t
 targets. Which map is in force is chosen as regression.choose chooses, on errors each map did not
 see: every map's leave-one-out errors on the calibration's targets and the last CHECK_CLICKS clicks
 (closed form: residual / (1 - leverage)), the first in regression's order of preference within 5 %
-or one standard error of the best (regression.band). On simulated sessions of the shared videos'
+or one standard error of the best (regression.band), reviewed every CHOICE_EVERY learned clicks. On simulated sessions of the shared videos'
 traces this took the last five clicks' error from 3.84 to 3.63 deg against choosing on each map's
 errors before it learned each click (prequential), and a quadratic map beside them read worse
 (3.77): scripts/online_learning.py, docs/learning.md. Re-running the calibration's own nested

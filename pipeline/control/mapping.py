@@ -1,30 +1,23 @@
-"""From one face's angles to a screen point, and the motion shaping applied on the way.
+"""What the pointer techniques share: the screen, the angles they read, the direction signs, the
+acceleration curve, the neutral pose, and the motion shaping applied after the filter.
 
 Screen directions follow the user facing the screen with the camera on top of it, the frame not
 mirrored (what OpenCV delivers from a webcam): when the subject turns or looks to *their* left
 (image right), the pointer goes to the screen's left; looking up moves it up. A mirrored input
 reverses x; `mirror=True` undoes that (head and relative modes; a gaze calibration made on
-the same input already accounts for it).
-
-Modes:
-- head: head yaw/pitch relative to a neutral pose -> absolute point (a head pointer, like
-  eViacam / Project GameFace); an acceleration curve makes small turns fine and large ones reach
-  the edges.
-- gaze: the calibration (regression.GazeModel, chosen from the targets) from the gaze signal it
-  reads and the head angles -> point.
-- relative: the classic pointer-controller: the pointer moves along the gaze direction at a
-  speed that grows with the angle off neutral.
+the same input already accounts for it). The techniques themselves are control/head.py,
+gaze.py, relative.py and gaze_head.py, listed in control/modes.py.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from pipeline.results import FaceResult
-
-MODES = ("gaze", "head", "relative")
+from pipeline.settings import Options, setting
 
 # Signs that turn "subject turns/looks to their left" into "pointer goes left" (dx < 0) and "up"
 # into dy < 0, for an unmirrored camera. Gaze: the vector's x points to image right, so looking
@@ -56,6 +49,18 @@ def curve(offset, dead_zone: float, full_scale, exponent: float) -> np.ndarray:
     d = np.asarray(offset, dtype=np.float64)
     mag = np.maximum(np.abs(d) - dead_zone, 0.0) / np.asarray(full_scale, dtype=np.float64)
     return np.sign(d) * mag ** exponent
+
+
+def px_per_degree(screen_mm_per_px: float | None, distance_mm: float) -> float:
+    """Screen px per degree of visual angle at the screen's centre; without the screen's size, a
+    96 dpi screen's (what X servers assume)."""
+    mm_per_px = screen_mm_per_px or 25.4 / 96
+    return distance_mm * math.tan(math.radians(1.0)) / mm_per_px
+
+
+def head_angles(face: FaceResult) -> np.ndarray | None:
+    """Head yaw and pitch, degrees; None without a head pose."""
+    return None if face.head_pose is None else np.array([face.head_pose.yaw, face.head_pose.pitch])
 
 
 def face_angles(face: FaceResult) -> np.ndarray | None:
@@ -98,10 +103,13 @@ class Neutral:
 
 
 @dataclass
-class MappingConfig:
-    sensitivity: tuple[float, float] = (1.0, 1.0)  # per axis, multiplies the mapped offset
-    exponent: float = 1.3  # acceleration curve (head and relative modes); 1 = linear
-    head_range_deg: tuple[float, float] = (20.0, 12.0)  # head turn that reaches the screen edge
+class MappingConfig(Options):
+    sensitivity: tuple[float, float] = setting((1.0, 1.0), "per-axis gain X,Y (or one value): multiplies the mapped "
+                                               "offset", above=0)
+    exponent: float = setting(1.3, "acceleration curve exponent (head and relative modes; 1 = linear)", above=0,
+                              flag="--accel")
+    head_range_deg: tuple[float, float] = setting((20.0, 12.0), "head yaw,pitch (deg) that reach the screen edge",
+                                                  above=0, flag="--head-range")
     head_dead_zone_deg: float = 0.5
     gaze_dead_zone_deg: float = 4.0  # relative mode: angles inside this do not move
     relative_speed_px_s: float = 800.0  # relative mode speed at 20 deg off neutral
@@ -109,65 +117,13 @@ class MappingConfig:
     neutral_frames: int = 10
 
 
-class Mapper:
-    """Turns a FaceResult into the raw (unfiltered) screen point the pointer should go to."""
-
-    def __init__(self, mode: str, screen: Screen, config: MappingConfig | None = None, gaze_model=None):
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-        if mode == "gaze" and gaze_model is None:
-            raise ValueError("gaze mode needs a calibration (calibration.GazeModel)")
-        self.mode, self.screen, self.gaze_model = mode, screen, gaze_model
-        self.config = config or MappingConfig()
-        self.neutral = Neutral(self.config.neutral_frames)
-        self._relative_point: np.ndarray | None = None
-
-    def reset(self) -> None:
-        """Forget the neutral pose (e.g. after a pause: the user may have moved)."""
-        self.neutral.reset()
-        self._relative_point = None
-
-    def _flip(self) -> np.ndarray:
-        return np.array([-1.0 if self.config.mirror else 1.0, 1.0])
-
-    def __call__(self, face: FaceResult, dt: float, current) -> np.ndarray | None:
-        c = self.config
-        sens = np.asarray(c.sensitivity, dtype=np.float64)
-        if self.mode == "gaze":
-            point = gaze_point(self.gaze_model, face)
-            if point is None:
-                return None
-            # no mirror flip: a calibration made on the same (mirrored or not) input absorbs it
-            return self.screen.centre + sens * (point - self.screen.centre)
-
-        if self.mode == "head":
-            if face.head_pose is None:
-                return None
-            sample = np.array([face.head_pose.yaw, face.head_pose.pitch])
-            neutral = self.neutral.update(sample)
-            if neutral is None:
-                return None
-            u = curve(sample - neutral, c.head_dead_zone_deg, c.head_range_deg, c.exponent)
-            return self.screen.centre + self._flip() * HEAD_SIGN * sens * u * self.screen.centre
-
-        if face.gaze is None:  # relative
-            return None
-        sample = np.array([face.gaze.yaw, face.gaze.pitch])
-        neutral = self.neutral.update(sample)
-        if neutral is None:
-            return None
-        if self._relative_point is None:
-            self._relative_point = np.asarray(current, dtype=np.float64)
-        v = curve(sample - neutral, c.gaze_dead_zone_deg, 20.0, c.exponent) * c.relative_speed_px_s
-        self._relative_point = self.screen.clamp(
-            self._relative_point + self._flip() * GAZE_SIGN * sens * v * dt)
-        return self._relative_point
-
-
 @dataclass
-class MotionConfig:
-    dead_zone_px: float = 0.0  # steps shorter than this are not taken (after filtering)
-    max_speed_px_s: float = 6000.0
+class MotionConfig(Options):
+    dead_zone_px: float = setting(0.0, "px; smaller steps are not taken (after filtering)", low=0, flag="--dead-zone")
+    max_speed_px_s: float = setting(6000.0, "px/s", above=0, flag="--max-speed")
+    filter: bool = setting(True, "the One Euro filter (--no-filter: raw points)")
+    min_cutoff: float = setting(0.5, "One Euro min cutoff, Hz (lower: steadier)", above=0)
+    beta: float = setting(0.003, "One Euro speed coefficient (higher: less lag)", low=0)
 
 
 def shape_step(current, target, dt: float, motion: MotionConfig, screen: Screen) -> np.ndarray:

@@ -13,18 +13,22 @@ to 0 and moves are single jumps without `duration=`, one XTest event each (~1 ms
 from __future__ import annotations
 
 import csv
+import math
 import os
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.control.clicks import BlinkClicker, DwellClicker, EyeClosure, EyesClosedGesture
+from pipeline.control.clicks import EyeClosure
 from pipeline.control.filters import PointFilter
-from pipeline.control.mapping import Mapper, MotionConfig, Screen, shape_step
+from pipeline.control.mapping import MotionConfig, Screen, shape_step
+from pipeline.control.pointer import Action, ActionKind, Hold, Moment, Sample
+from pipeline.control.triggers import Blink, Dwell, EyesClosedPause
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import output_target, temp_beside
 from pipeline.results import FaceResult
+from pipeline.settings import Options, setting
 
 
 class FailSafeTriggered(Exception):
@@ -84,6 +88,15 @@ class PyAutoGUIBackend:
     def click(self, xy) -> None:
         self._guard(self._pg.click, int(round(xy[0])), int(round(xy[1])))
 
+    def double_click(self, xy) -> None:
+        self._guard(self._pg.doubleClick, int(round(xy[0])), int(round(xy[1])))
+
+    def press(self, xy) -> None:
+        self._guard(self._pg.mouseDown, int(round(xy[0])), int(round(xy[1])))
+
+    def release(self, xy) -> None:
+        self._guard(self._pg.mouseUp, int(round(xy[0])), int(round(xy[1])))
+
     def size_mm(self) -> tuple[float, float] | None:
         """Physical screen size as the X server reports it (often a 96 dpi guess)."""
         try:
@@ -115,6 +128,16 @@ class DryRunBackend:
     def click(self, xy) -> None:
         self.clicks.append(np.asarray(xy, dtype=np.float64))
 
+    def double_click(self, xy) -> None:
+        self.click(xy)
+        self.click(xy)
+
+    def press(self, xy) -> None:
+        self.pressed_at = np.asarray(xy, dtype=np.float64)
+
+    def release(self, xy) -> None:
+        self.pressed_at = None
+
     def size_mm(self):
         return None
 
@@ -138,7 +161,7 @@ def open_backend(dry_run: bool, screen_size: tuple[int, int] | None = None):
 class TrajectoryRecorder:
     """--record FILE: one CSV row per frame; written to a temp file, renamed into place on close."""
 
-    COLUMNS = ("frame", "t", "state", "raw_x", "raw_y", "x", "y", "click")
+    COLUMNS = ("frame", "t", "state", "raw_x", "raw_y", "x", "y", "click", "click_x", "click_y")
 
     def __init__(self, path):
         self.path, in_place = output_target(path)  # a symlink's target; a FIFO or /dev/stdout as it is
@@ -154,7 +177,8 @@ class TrajectoryRecorder:
     def write(self, frame: int, d: "Decision") -> None:
         raw = ("", "") if d.raw is None else (f"{d.raw[0]:.1f}", f"{d.raw[1]:.1f}")
         try:
-            self._w.writerow((frame, f"{d.t:.4f}", d.state, *raw, round(d.xy[0]), round(d.xy[1]), d.click or ""))
+            at = ("", "") if d.click_xy is None else (f"{d.click_xy[0]:.1f}", f"{d.click_xy[1]:.1f}")
+            self._w.writerow((frame, f"{d.t:.4f}", d.state, *raw, round(d.xy[0]), round(d.xy[1]), d.click or "", *at))
         except OSError as e:  # a full disk or an I/O error: one line, no temp file left
             raise WriteError(self.path, e, removed=self._discard()) from None
 
@@ -182,17 +206,43 @@ class TrajectoryRecorder:
             return False
 
 
+# How long after the eyes reopen the pointer still holds: the gaze network's angles swing by
+# 5-30 deg on the 1-3 frames whose lids are opening (webcam_640x480.mp4's blinks; bench_pointing
+# measures it on every shared video).
+REOPEN_S = 0.1
+
+
 @dataclass
-class ClickConfig:
-    dwell: bool = False
-    dwell_s: float = 1.0
-    dwell_radius_px: float = 30.0
-    blink: bool = False
-    blink_min_s: float = 0.2
-    blink_max_s: float = 0.7
-    eye_open_threshold: float = 0.5  # eye-state model: probability open below this = closed
-    lid_closed_ratio: float = 0.5  # iris lids: below this share of the user's open-eye level = closed
-    ear_threshold: float = 0.18  # FaceMesh eye aspect ratio below this = closed (no iris, no eye state)
+class ClickConfig(Options):
+    dwell: bool = setting(False, "click after the pointer rests")
+    dwell_s: float = setting(1.0, "s the pointer rests for a dwell click", above=0, flag="--dwell-time")
+    dwell_radius_px: float = setting(30.0, "px it may move while resting", low=0, flag="--dwell-radius")
+    blink: bool = setting(False, "click on a deliberate blink")
+    blink_min_s: float = setting(0.2, "s, shorter closures are ignored", low=0, flag="--blink-min")
+    blink_max_s: float = setting(0.7, "s, longer ones are not clicks", above=0, flag="--blink-max")
+    blink_lead_s: float = setting(0.1, "a blink clicks where the pointer was this long (s) before the eyes closed",
+                                  low=0, flag="--blink-lead")
+    eye_open_threshold: float = setting(0.5, "eye-state open probability below which an eye is closed", above=0, high=1,
+                                        flag="--eye-threshold")
+    lid_closed_ratio: float = setting(0.5, "iris-model eyelid gap below this share of your open-eye level = closed",
+                                      above=0, high=1, flag="--lid-ratio")
+    ear_threshold: float = setting(0.18, "FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state "
+                                   "run", above=0)
+
+
+def standard_triggers(clicks: ClickConfig, pause_gesture_s: float | None = 1.0, zoom=None) -> list:
+    """The triggers the options ask for: dwell and blink clicks (through zoom-to-click's magnifier
+    when `zoom` is a ZoomToClick), and the eyes-closed pause."""
+    out = []
+    if clicks.dwell:
+        out.append(Dwell(clicks.dwell_s, clicks.dwell_radius_px))
+    if clicks.blink:
+        out.append(Blink(clicks.blink_min_s, clicks.blink_max_s, clicks.blink_lead_s))
+    if zoom is not None:
+        out = [zoom.wrap(t) for t in out]
+    if pause_gesture_s:
+        out.append(EyesClosedPause(pause_gesture_s))
+    return out
 
 
 @dataclass
@@ -200,85 +250,126 @@ class Decision:
     """What the controller did on one frame."""
 
     t: float
-    state: str  # moved, still, paused, no_face, low_confidence, eyes_closed, no_signal, neutral
+    state: str  # moved, still, paused, no_face, low_confidence, eyes_closed, or a technique's Hold reason
     xy: np.ndarray  # pointer position after the frame
-    raw: np.ndarray | None = None  # unfiltered mapped point
-    click: str | None = None  # "dwell" or "blink"
-    events: list[str] = field(default_factory=list)  # "pause", "resume"
+    raw: np.ndarray | None = None  # the technique's target, unfiltered
+    click: str | None = None  # what clicked: "dwell" or "blink" ("blink double" for a double click ...)
+    click_xy: np.ndarray | None = None  # where it clicked
+    events: list[str] = field(default_factory=list)  # "pause", "resume", "zoom", "zoom cancelled"
 
 
 class MouseController:
-    """One FaceResult per frame in, at most one pointer move (and click) out.
+    """One FaceResult per frame in, at most one pointer move and its actions out, in a fixed loop:
+    guards (fail-safe corner, face, pause, confidence, closed eyes), the technique (a target or a
+    reason to hold), the One Euro filter (restarted at a jump), the shape (dead zone, speed limit
+    but for a jump, clamped 1 px inside the fail-safe corners), the triggers, the actions.
 
-    The pointer moves only on a confident face with open eyes; the raw point from the mapper goes
-    through the One Euro filter (None: unfiltered), the dead zone and speed limit, then is clamped
-    to the screen, 1 px inside the fail-safe corners."""
+    What an action does is a table (`handlers`); `on_click` and `on_pause` are the hooks other parts
+    add to (a calibration that learns from clicks, a camera that drops): on_click(action, t) after
+    each click, on_pause(paused, t) after each pause or resume."""
 
-    def __init__(self, backend, mapper: Mapper, point_filter: PointFilter | None = None,
-                 motion: MotionConfig | None = None, clicks: ClickConfig | None = None,
-                 min_confidence: float = 0.5, pause_gesture_s: float | None = 1.0):
-        self.backend, self.mapper, self.filter = backend, mapper, point_filter
+    def __init__(self, backend, technique, point_filter: PointFilter | None = None,
+                 motion: MotionConfig | None = None, triggers=(), min_confidence: float = 0.5,
+                 closure: EyeClosure | None = None, reopen_s: float = REOPEN_S):
+        self.backend, self.technique, self.filter = backend, technique, point_filter
         self.motion = motion or MotionConfig()
-        self.clicks = clicks or ClickConfig()
+        self.triggers = list(triggers)
         self.min_confidence = min_confidence
-        self.dwell = DwellClicker(self.clicks.dwell_s, self.clicks.dwell_radius_px) if self.clicks.dwell else None
-        self.blink = BlinkClicker(self.clicks.blink_min_s, self.clicks.blink_max_s) if self.clicks.blink else None
-        self.gesture = EyesClosedGesture(pause_gesture_s) if pause_gesture_s else None
-        self.closure = EyeClosure(self.clicks.eye_open_threshold, self.clicks.lid_closed_ratio,
-                                  self.clicks.ear_threshold)
-        self.paused = False
+        self.closure = closure or EyeClosure()
+        self.reopen_s, self._closed_t = reopen_s, -math.inf
+        self.paused, self.pressed = False, False
         self._last_t: float | None = None
         self.xy = backend.position()
+        self.on_click: list = []
+        self.on_pause: list = []
+        self.handlers = {ActionKind.CLICK: lambda a: backend.click(a.xy),
+                         ActionKind.DOUBLE: lambda a: backend.double_click(a.xy),
+                         ActionKind.DRAG: self._drag, ActionKind.PAUSE: lambda a: self.toggle_pause()}
+        if hasattr(technique, "open"):  # zoom-to-click: its trigger's first click opens the magnifier
+            self.handlers[ActionKind.ZOOM] = technique.open
+            self.on_pause.append(lambda paused, t: technique.close("zoom cancelled"))
 
     def toggle_pause(self) -> str:
         self.paused = not self.paused
         if not self.paused:  # the user may have moved meanwhile: re-take neutral, restart the filter
-            self.mapper.reset()
+            self.technique.reset()
             if self.filter is not None:
                 self.filter.reset()
-        if self.dwell is not None:
-            self.dwell.reset()
+        for trigger in self.triggers:
+            trigger.reset()
+        for hook in self.on_pause:
+            hook(self.paused, self._last_t)
         return "pause" if self.paused else "resume"
+
+    def _drag(self, a: Action) -> None:
+        (self.backend.release if self.pressed else self.backend.press)(a.xy)
+        self.pressed = not self.pressed
 
     def _confident(self, face: FaceResult) -> bool:
         scores = [face.face.score] + ([face.landmarks.score] if face.landmarks is not None else [])
         return min(scores) >= self.min_confidence
 
-    def step(self, t: float, face: FaceResult | None) -> Decision:
-        self.backend.check()  # the fail-safe corner stops us even on frames where we do not move
-        dt = 1 / 30 if self._last_t is None else max(t - self._last_t, 1e-3)
-        self._last_t = t
-        events: list[str] = []
+    def _guard(self, t: float, face: FaceResult | None, closed: bool | None) -> str | None:
+        """Why the pointer does not move on this frame, or None. The frames just after the eyes
+        reopen count as closed: the opening lids drag the gaze estimate by degrees."""
         if face is None:
-            if self.dwell is not None:
-                self.dwell.reset()
-            return Decision(t, "paused" if self.paused else "no_face", self.xy)
-        closed = self.closure(face)
-        if self.gesture is not None and closed is not None and self.gesture(t, closed):
-            events.append(self.toggle_pause())
-        click = "blink" if (self.blink is not None and closed is not None and self.blink(t, closed)
-                            and not self.paused) else None
-        if click:
-            self.backend.click(self.xy)
+            return "paused" if self.paused else "no_face"
         if self.paused:
-            return Decision(t, "paused", self.xy, click=click, events=events)
+            return "paused"
         if not self._confident(face):
-            return Decision(t, "low_confidence", self.xy, click=click, events=events)
+            return "low_confidence"
         if closed:
-            return Decision(t, "eyes_closed", self.xy, click=click, events=events)
-        raw = self.mapper(face, dt, self.xy)
-        if raw is None:
-            state = "neutral" if self.mapper.neutral.value is None and self.mapper.mode != "gaze" else "no_signal"
-            return Decision(t, state, self.xy, events=events)
-        raw = self.backend.screen.clamp(raw, margin=0)  # an off-screen raw point would wind the filter up
-        target = self.filter(raw, t) if self.filter is not None else raw
-        new = shape_step(self.xy, target, dt, self.motion, self.backend.screen)
+            self._closed_t = t
+        return "eyes_closed" if closed or t - self._closed_t < self.reopen_s else None
+
+    def _point(self, s: Sample) -> tuple[str, np.ndarray | None]:
+        """The technique, the filter and the shape: the frame's state and the technique's raw target."""
+        out = self.technique(s)
+        if isinstance(out, Hold):
+            return out.reason, None
+        screen = self.backend.screen
+        raw = screen.clamp(out.xy, margin=0)  # an off-screen target would wind the filter up
+        if out.jump:  # placed at once: the filter restarts there, no speed limit
+            if self.filter is not None:
+                self.filter.reset()
+                self.filter(raw, s.t)
+            new = screen.clamp(raw)
+        else:
+            target = self.filter(raw, s.t) if self.filter is not None else raw
+            new = shape_step(self.xy, target, s.dt, self.motion, screen)
         state = "still"
         if np.any(np.round(new) != np.round(self.xy)):
             self.backend.move_to(new)
             state = "moved"
         self.xy = new
-        if self.dwell is not None and self.dwell(t, new):
-            self.backend.click(new)
-            click = "dwell"
-        return Decision(t, state, new, raw=raw, click=click, events=events)
+        return state, raw
+
+    def step(self, t: float, face: FaceResult | None) -> Decision:
+        self.backend.check()  # the fail-safe corner stops us even on frames where we do not move
+        dt = 1 / 30 if self._last_t is None else max(t - self._last_t, 1e-3)
+        self._last_t = t
+        closed = self.closure(face) if face is not None else None
+        state, raw = self._guard(t, face, closed), None
+        if state is None:
+            state, raw = self._point(Sample(t, dt, face, self.xy))
+        moment = Moment(t, self.xy, closed, state, self.paused)
+        d = Decision(t, state, self.xy, raw=raw)
+        for action in filter(None, (trigger(moment) for trigger in self.triggers)):
+            self._act(action, t, d)
+        d.events += getattr(self.technique, "events", [])
+        if hasattr(self.technique, "events"):
+            self.technique.events = []
+        if self.paused:
+            d.state = "paused"
+        return d
+
+    def _act(self, action: Action, t: float, d: Decision) -> None:
+        action = Action(action.kind, np.asarray(action.xy, dtype=np.float64), action.source)
+        self.handlers[action.kind](action)
+        if action.kind == ActionKind.PAUSE:
+            d.events.append("pause" if self.paused else "resume")
+        elif action.kind != ActionKind.ZOOM and d.click is None:
+            d.click = action.source if action.kind == ActionKind.CLICK else f"{action.source} {action.kind}"
+            d.click_xy = action.xy
+            for hook in self.on_click:
+                hook(action, t)

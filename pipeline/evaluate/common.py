@@ -9,8 +9,9 @@ from typing import Iterator
 import cv2
 import numpy as np
 
+from pipeline.builder import parse_params
 from pipeline.errors import EdgegazeError
-from pipeline.spec import PipelineSpec, parse_params
+from pipeline.spec import PipelineSpec
 
 
 def split(text: str | list | tuple, upper: bool = False) -> list[str]:

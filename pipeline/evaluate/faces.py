@@ -16,6 +16,8 @@ dlib's shape, so a reader can see how much of a gap is only the box shape.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pipeline import measures
@@ -38,7 +40,7 @@ def square(boxes: np.ndarray) -> np.ndarray:
 
 
 def detector_threshold(det) -> str:
-    name = next((a for a in ("threshold", "score_threshold") if hasattr(det, a)), None)
+    name = next((a for a in ("threshold", "score_threshold") if a in det.parameters), None)
     if name is None:
         raise EdgegazeError(f"{type(det).__name__} has no score threshold to lower for average precision")
     return name
@@ -112,11 +114,11 @@ def evaluate(path, dataset: str = "dlib-xml", models="mediapipe", precisions="FP
         # Two passes: at the operating threshold (what the pipeline sees), then with a low one for
         # AP; one pass would not do, as NMS that averages boxes (BlazeFace) depends on the threshold.
         det, name = pipeline.detector, detector_threshold(pipeline.detector)
-        operating = float(getattr(det, name))
-        if hasattr(det, "max_faces"):
-            det.max_faces = 1000
+        operating = float(getattr(det.params, name))
+        if "max_faces" in det.parameters:
+            det.params = replace(det.params, max_faces=1000)
         at_operating = detect_all(det, ds)
-        setattr(det, name, min(AP_THRESHOLD, operating))
+        det.params = replace(det.params, **{name: min(AP_THRESHOLD, operating)})
         low = detect_all(det, ds)
         row.update(recall_precision(at_operating), threshold=operating, ap=ap_of(low), ap_square=ap_of(low, square),
                    box_fit=box_fit(at_operating), detector=pipeline.names["face"])
@@ -138,12 +140,12 @@ def view(report: dict) -> tables.View:
                + "; ".join(f"{r['set']} {r['precision']}: width x{r['box_fit']['width_ratio']:.2f}, height "
                            f"x{r['box_fit']['height_ratio']:.2f}, centre {r['box_fit']['centre_dy']:+.2f} "
                            f"box heights lower, IoU {r['box_fit']['iou']:.2f}" for r in fits))
-    return tables.View(
+    return tables.view(
         f"Faces: {report['dataset']}",
         f"`{report['path']}` — IoU {report['iou']}; recall and precision at the detector's operating threshold, AP = "
         f"PASCAL VOC all-point average precision over scores >= {AP_THRESHOLD}. Detector boxes are used as they are; "
         "'AP (square boxes)' turns each into a square of the same area like dlib's labels.",
-        COLUMNS, [box_fit] if fits else [],
+        COLUMNS, report, [box_fit] if fits else [],
         {"pr": f"Precision against recall of each set and precision as the score threshold falls to {AP_THRESHOLD}: "
                f"detections matched to the labeled faces at IoU {report['iou']}, one match per label; AP (in the legend) "
                "is the area under the curve, PASCAL VOC all-point."})

@@ -162,12 +162,17 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
     return row
 
 
+def _alone(signal: str):
+    """A row's figure for one gaze signal alone; a set with a single signal has none (n/a)."""
+    return lambda row: row.get(f"{signal}_deg")
+
+
 COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", "targets", "d"),
            ("samples", "samples", "d"), ("mean_px", "mean px", ".0f"), ("mean_pct_width", "% width", ".1f"),
            ("mean_deg", "mean deg", ".2f"), ("median_deg", "median deg", ".2f"), ("mean_mm", "mean mm", ".1f"),
            ("precision_px", "precision px", ".0f"), ("precision_deg", "precision deg", ".2f"),
-           ("model", "calibration", ""), ("network_deg", "network alone deg", ".2f"),
-           ("iris_deg", "iris alone deg", ".2f"), ("both_deg", "both alone deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
+           ("model", "calibration", ""), (_alone("network"), "network alone deg", ".2f"),
+           (_alone("iris"), "iris alone deg", ".2f"), (_alone("both"), "both alone deg", ".2f"), ("distance_mm", "distance mm", ".0f"),
            ("distance_source", "distance from", "")]
 
 
@@ -221,11 +226,11 @@ def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=No
 def view(report: dict) -> tables.View:
     rows = [r for r in report["rows"] if "error" not in r]
     src = {r["distance_source"] for r in rows}
-    return tables.View(
+    return tables.view(
         f"Gaze session: {Path(report['path']).name}",
         f"`{report['video']}` on a {report['screen']['width_px']}x{report['screen']['height_px']} px screen; "
         f"{report['method']}. Visual angle at a viewing distance from {' / '.join(sorted(src)) or '-'}.",
-        COLUMNS, captions={
+        COLUMNS, report, captions={
             "per_target": "Mean on-screen error of each target in degrees of visual angle, the target predicted by a "
                           "calibration fitted on the other targets only (leave-one-target-out); one bar per set and precision.",
             "screen": "The targets (+) on the screen in pixels, every leave-one-target-out prediction (dots) and their "

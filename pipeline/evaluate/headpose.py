@@ -108,11 +108,11 @@ def evaluate(path, dataset: str = "aflw2000", models="mediapipe", precisions="FP
 
 
 def view(report: dict) -> tables.View:
-    return tables.View(
+    return tables.view(
         f"Head pose: {report['dataset']}{' (mirrored)' if report['mirrored'] else ''}",
         f"`{report['path']}` — MAE in degrees over faces found; {len(report['excluded'])} excluded (|angle| > 99 deg), "
         f"{len(report['skipped'])} skipped (no labels). Convention: {report['convention']}.",
-        COLUMNS, captions={"yaw_bins": "Mean absolute error of yaw, pitch and roll (degrees) against the labels, over the "
+        COLUMNS, report, captions={"yaw_bins": "Mean absolute error of yaw, pitch and roll (degrees) against the labels, over the "
                                        "faces found in each bin of the labeled |yaw|; one bar per set and precision."})
 
 

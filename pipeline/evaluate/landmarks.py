@@ -146,12 +146,12 @@ def evaluate(path, dataset: str = "dlib-xml", models="mediapipe", precisions="FP
 
 
 def view(report: dict) -> tables.View:
-    return tables.View(
+    return tables.view(
         f"Landmarks: {report['dataset']}",
         f"`{report['path']}` — NME normalised by the {report['normaliser']}, mean over faces found (detection matched "
         f"to the labeled box at IoU >= {MIN_IOU}). NME 5 pts: eye centres, nose tip, mouth corners (every set); NME 68 / "
         "51 inner: FaceMesh mapped to ibug 68 (pipeline/evaluate/landmarks.py MESH_TO_68).",
-        COLUMNS, captions={"nme": f"Normalised mean error (by the {report['normaliser']}) over the faces found, on 5 "
+        COLUMNS, report, captions={"nme": f"Normalised mean error (by the {report['normaliser']}) over the faces found, on 5 "
                                   "points, the 51 inner and all 68 ibug points; a set with no mapping to 68 points (the "
                                   "5-point OMZ model) has no bar there."})
 

@@ -146,7 +146,7 @@ def write_outputs(out, report: dict) -> list:
               "method": "start calibrated on the targets nearest the mouse's layout, then each other target in "
                         "recorded order predicted by the map in force, then learned as a click", "rows": rows(report)}
     w = next((r["online"]["wrong"] for r in report["rows"] if r.get("online", {}).get("wrong")), None)
-    view = tables.View(
+    view = tables.view(
         f"Learning from clicks: {Path(report['path']).name}",
         f"`{report['video']}`. The calibration starts on the session's targets nearest the mouse's own layout; "
         f"each other target, in recorded order, is a click: the map in force predicts its samples (the error), "
@@ -154,8 +154,8 @@ def write_outputs(out, report: dict) -> list:
         f"Leave-one-target-out: every target predicted by a calibration on all the others (the session's own figure)."
         + (f" With wrong clicks: each click, with probability {w['fraction']:g}, lands on another target, "
            f"{w['repeats']} seeded draws." if w else ""),
-        COLUMNS, captions={"steps": "Error of each click (degrees) before it is learned, learning on and off, in "
-                                    "recorded order; the dashed line is leave-one-target-out on every target."})
+        COLUMNS, online, captions={"steps": "Error of each click (degrees) before it is learned, learning on and off, in "
+                                            "recorded order; the dashed line is leave-one-target-out on every target."})
     return tables.write_outputs(out, "gaze_online", online, view, {"steps": steps_plot(online)})
 
 

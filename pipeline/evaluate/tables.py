@@ -4,7 +4,6 @@ HTML page (the table sortable, the plots inline), each written atomically into t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +14,7 @@ import numpy as np  # noqa: E402
 
 from pipeline.errors import EdgegazeError  # noqa: E402
 from pipeline.paths import atomic_write  # noqa: E402
+from pipeline.views import Column, Details, Figure, Heading, Table, Text, View  # noqa: E402
 
 
 def out_dir(out) -> Path:
@@ -34,26 +34,6 @@ def write_json(path: Path, data) -> Path:
     return write_text(path, json.dumps(data, indent=1) + "\n")
 
 
-def fmt(value, spec: str = ".2f") -> str:
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
-        return "-"
-    return format(value, spec) if isinstance(value, (int, float)) and spec else str(value)
-
-
-def markdown_table(columns: list[tuple[str, str, str]], rows: list[dict]) -> str:
-    """columns: (row key, header, format spec); rows with an "error" show it in place of figures."""
-    head = "| " + " | ".join(h for _, h, _ in columns) + " |"
-    lines = [head, "|" + "|".join("---" for _ in columns) + "|"]
-    for r in rows:
-        if "error" in r:
-            cells = [fmt(r.get(k), "") if k in ("set", "precision") else "" for k, _, _ in columns]
-            cells[-1] = f"not run: {r['error']}"
-        else:
-            cells = [fmt(r.get(k), spec) for k, _, spec in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def grouped_bars(groups: list[str], series: dict[str, list], ylabel: str, title: str):
     """A bar chart, one group per x label and one bar per series; None values are left empty."""
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(groups) + 2), 3.6))
@@ -71,39 +51,32 @@ def grouped_bars(groups: list[str], series: dict[str, list], ylabel: str, title:
     return fig
 
 
-@dataclass(frozen=True)
-class View:
-    """What the Markdown and the page show of an evaluation: a title, what was measured and how
-    (`code` spans as in Markdown), the table's columns (row key, header, format spec), notes after
-    it, and a caption per plot (what it shows and how it was measured)."""
-
-    title: str
-    intro: str
-    columns: list
-    notes: list = field(default_factory=list)
-    captions: dict = field(default_factory=dict)
-
-    def markdown(self, rows: list[dict]) -> str:
-        return (f"# {self.title}\n\n{self.intro}\n\n" + markdown_table(self.columns, rows)
-                + "".join(f"\n{note}\n" for note in self.notes))
+def view(title: str, intro: str, columns: list, report: dict, notes: list = (), captions: dict | None = None) -> View:
+    """What an evaluation's Markdown and page show: what was measured and how (Markdown prose), one
+    row per set and precision by `columns` ((row key, header, format spec) each, a Column's fields; a
+    row that did not run shows why), notes, a caption per plot, and what was excluded or skipped."""
+    lists = [Details(report[key], plain=True, summary=f"{len(report[key])} {key}")
+             for key in ("excluded", "skipped") if report.get(key)]  # not every evaluation has these
+    return View(title, [Text(intro), Heading("Results"), Text("One row per model set and precision."),
+                        Table("results", [Column(*c) for c in columns], report["rows"], error="error", names=2),
+                        *map(Text, notes), *(Figure(name, caption) for name, caption in (captions or {}).items()),
+                        *lists])
 
 
-def write_outputs(out, kind: str, report: dict, view: View, figures: dict | None = None) -> list[Path]:
+def write_outputs(out, kind: str, report: dict, shown: View, figures: dict | None = None) -> list[Path]:
     """<out>/<kind>.json, <kind>.md, <kind>_<name>.png and <kind>.html; returns the paths written.
     The page is listed in <out>/index.html."""
     from pipeline.report import html
 
     folder = out_dir(out)
-    markdown = view.markdown(report["rows"])
     pngs, svgs = html.save_figures(figures or {}, folder, stem=f"{kind}_")
     if pngs:
-        markdown += "\n" + "".join(f"![{p.stem}]({p.name})\n" for p in pngs)
         report = {**report, "plots": [p.name for p in pngs]}
+    markdown = shown.markdown({name: p.name for name, p in zip(svgs, pngs)})
     paths = [write_json(folder / f"{kind}.json", report), write_text(folder / f"{kind}.md", markdown)]
     rows = report["rows"]
     summary = (f"{len(rows)} row(s): " + ", ".join(f"{r.get('set')} {r.get('precision')}" for r in rows)
                + f" on {Path(str(report.get('path', ''))).name}")
-    page = html.write_page(folder / f"{kind}.html", "eval.html.j2", report, title=view.title,
-                           what=f"edgegaze eval {kind.replace('_', '-')}", summary=summary, figures=svgs, files=paths,
-                           view=view)
+    page = html.write_page(folder / f"{kind}.html", shown, what=f"edgegaze eval {kind.replace('_', '-')}",
+                           summary=summary, figures=svgs, files=paths)
     return paths + pngs + [page]

@@ -43,33 +43,6 @@ def _public(r: dict) -> dict:
     return {k: clean(v.as_dict() if k == "candidate" else v) for k, v in r.items() if k not in ("faces", "gaze")}
 
 
-def _markdown(result: dict, best, hand) -> str:
-    m = result["metric"]
-    lines = [f"# Pipeline search ({result['space']} space, {len(result['rows'])} candidates, {result['seconds']} s)", "",
-             f"Budget: {m} <= {result['budget'][m]}, max drop {result['budget']['max_drop'] or 'none'}. "
-             f"Speed per frame on {', '.join(Path(v).name for v in result['videos'])} (up to {result['max_frames']} frames "
-             "each, decode excluded, one candidate at a time); accuracy vs the default set's FP32 reference "
-             f"({', '.join(Path(d).name for d in result['datasets']) or 'videos only'}).", ""]
-    if best:
-        lines.append(f"**Chosen:** `{best['candidate'].name}`: {best['cpu_ms']:.2f} CPU ms, {best['wall_ms']:.2f} ms per frame.")
-    if best and hand:
-        lines.append(f"Best hand-picked within budget: `{hand['candidate'].name}` {hand['cpu_ms']:.2f} CPU ms "
-                     f"({hand['cpu_ms'] / best['cpu_ms']:.2f}x the chosen one's CPU per frame).")
-    if result["missing_int8"]:
-        lines.append(f"No INT8 form on disk (searched without it): {', '.join(result['missing_int8'])}.")
-    lines += ["", "| candidate | CPU ms | wall ms | head pose +deg | faces -pp | gaze deg | feasible | Pareto |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(result["rows"], key=lambda r: r.get(m, float("inf"))):
-        if "error" in r:
-            lines.append(f"| `{r['candidate'].name}` | failed: {r['error']} | | | | | | |")
-            continue
-        d = r["drops"]
-        lines.append(f"| `{r['candidate'].name}`{' (chosen)' if r is best else ''} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | "
-                     f"{d.get('head_pose_deg', float('nan')):.2f} | {d['faces_found']:.1f} | {d['gaze_deg']:.2f} | "
-                     f"{'yes' if r['feasible'] else 'no'} | {'yes' if r['pareto'] else ''} |")
-    return "\n".join(lines) + "\n"
-
-
 def figure(summary: dict):
     """Every measured candidate's speed against each accuracy drop, from the summary pareto.json holds."""
     import matplotlib
@@ -110,8 +83,7 @@ def write(result: dict, out: str | Path) -> dict:
                "chosen": best["candidate"].name if best else None,
                "best_hand_picked": hand["candidate"].name if hand else None,
                "cpu_speedup_vs_hand_picked": round(hand["cpu_ms"] / best["cpu_ms"], 3) if best and hand else None}
-    files = [atomic_write(out / "pareto.json", json.dumps(summary, indent=1)),
-             atomic_write(out / "pareto.md", _markdown(result, best, hand))]
+    files = [atomic_write(out / "pareto.json", json.dumps(summary, indent=1))]
     if best:
         measured = {"cpu_ms_per_frame": best["cpu_ms"], "wall_ms_per_frame": best["wall_ms"], "frames": best["frames"],
                     **{f"drop_{k}": v for k, v in best["drops"].items()}}
@@ -122,5 +94,5 @@ def write(result: dict, out: str | Path) -> dict:
                   **{f"max_drop_{k}": v for k, v in result["budget"]["max_drop"].items()}}
         profiles.write(out / "profile.toml", best["candidate"].profile(measured, budget, source))
         files.append(out / "profile.toml")
-    pages.write_pareto(summary, out, files, {"pareto": figure(summary)})
+    pages.write_pareto(summary, out, files, {"pareto": figure(summary)})  # pareto.md, .png and .html
     return summary

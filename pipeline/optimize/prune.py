@@ -385,11 +385,10 @@ def _measure(run: _Run, xml: Path, report: dict) -> None:
 def _write_report(report: dict, folder: Path, index: str | Path | None) -> None:
     from pipeline.optimize import pages
 
-    written = [paths.atomic_write(folder / "prune_report.json", json.dumps(report, indent=2)),
-               paths.atomic_write(folder / "prune_report.md", markdown([report]))]
+    written = [paths.atomic_write(folder / "prune_report.json", json.dumps(report, indent=2))]
     figures = {"sensitivity": sensitivity_figure(report["sensitivity"], f"{report['model_id']}: per-unit sensitivity")
                } if report.get("sensitivity") else {}
-    pages.write_prune(report, folder, written, index, figures)
+    pages.write_prune(report, folder, written, index, figures)  # prune_report.md and .html
 
 
 def _int8(model: ov.Model, images: np.ndarray, batch: int) -> ov.Model:

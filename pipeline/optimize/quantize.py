@@ -45,7 +45,7 @@ import nncf
 import numpy as np
 import openvino as ov
 
-from pipeline import __version__, convert, modelcache, paths, runtime, stages, zoo
+from pipeline import __version__, catalog, convert, modelcache, paths, runtime, stages, zoo
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics, sensitivity
 from pipeline.optimize.calib import Calibration, Items
@@ -460,7 +460,7 @@ def _write_all(job: _Job, report: dict, report_dir: Path) -> None:
     if job.rows:
         keys = list(metrics.BUDGET_KEYS[job.spec.stage]) + ["budget_used"]
         written.append(sensitivity.write_table(job.rows, keys, report_dir / "sensitivity.csv"))
-    pages.write_quantize(report, report_dir, written)  # and sensitivity.png
+    pages.write_quantize(report, report_dir, written)  # report.md, report.html and sensitivity.png
 
 
 def _write_source(model: ov.Model, model_id: str, folder: Path) -> None:
@@ -475,53 +475,9 @@ def _write_source(model: ov.Model, model_id: str, folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _fmt(v) -> str:
-    return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
-
-
 def _write_report(report: dict, folder: Path) -> list[Path]:
-    written = [paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))]
-    keys = list(report["budget"])
-    lines = [f"# {report['model_id']} — {report['status']}", "",
-             f"Preset {report['preset']}; calibration {report['calibration']['items']} items from "
-             f"{report['calibration']['source']} ({report['calibration_s']} s); held-out "
-             f"{report['calibration']['held_out_items']} items (+{report['calibration']['held_out_noface']} no-face).", "",
-             "| | " + " | ".join(keys) + " | budget used |", "|---" * (len(keys) + 2) + "|",
-             "| budget | " + " | ".join(_fmt(report["budget"][k]) for k in keys) + " | 1 |"]
-    for a in report["attempts"]:
-        label = f"INT8, {len(a['fp32_layers'])} layer(s) FP32 ({a['items']})"
-        lines.append(f"| {label} | " + " | ".join(_fmt(a["metrics"].get(k)) for k in keys) + f" | {a['metrics']['budget_used']:.2f} |")
-    if "intel_fp16_int8" in report:
-        im = report["intel_fp16_int8"]["metrics"]
-        lines.append("| Intel FP16-INT8 | " + " | ".join(_fmt(im.get(k)) for k in keys) + f" | {im['budget_used']:.2f} |")
-    lines += ["", "| precision | size MB | p50 ms, 1 thread | p50 ms, 2 threads |", "|---|---|---|---|"]
-    lat = report.get("latency_p50_ms", {})
-    for p, mb in report["size_mb"].items():
-        lines.append(f"| {p} | {mb} | {_fmt(lat.get('1', {}).get(p))} | {_fmt(lat.get('2', {}).get(p))} |")
-    lines += ["", f"Layers kept FP32 ({len(report['layers_fp32'])} of {report['layers_total']}): "
-              + (", ".join(report["layers_fp32"]) or "none")]
-    if "reason" in report:
-        lines += ["", f"**Kept FP32:** {report['reason']}"]
-    lines += ["", "Notes: " + "; ".join(report["calibration"]["notes"])]
-    return written + [paths.atomic_write(folder / "report.md", "\n".join(lines) + "\n")]
-
-
-def summary_markdown(reports: list[dict]) -> str:
-    lines = ["| model | status | metric drop (budget) | Intel FP16-INT8 drop | FP32 / INT8 MB | FP32 / INT8 / Intel ms @1t | @2t | FP32 layers | calib s |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in reports:
-        if "budget" not in r:
-            lines.append(f"| {r['model_id']} | {r['status']} | | | | | | | |")
-            continue
-        drop = ", ".join(f"{k} {_fmt(r['metrics'].get(k))} ({_fmt(v)})" for k, v in r["budget"].items())
-        intel = r.get("intel_fp16_int8", {}).get("metrics", {})
-        intel_drop = ", ".join(f"{_fmt(intel.get(k))}" for k in r["budget"]) if intel else "-"
-        size = r["size_mb"]
-        lat = r.get("latency_p50_ms", {})
-        ms = lambda t: " / ".join(_fmt(lat.get(t, {}).get(p)) for p in ("FP32", "INT8", INTEL_INT8))  # noqa: E731
-        lines.append(f"| {r['model_id']} | {r['status']} | {drop} | {intel_drop} | {_fmt(size.get('FP32'))} / "
-                     f"{_fmt(size.get('INT8'))} | {ms('1')} | {ms('2')} | {len(r['layers_fp32'])}/{r['layers_total']} | {r['calibration_s']} |")
-    return "\n".join(lines) + "\n"
+    """report.json; the Markdown and the page are views of it (optimize/pages.py)."""
+    return [paths.atomic_write(folder / "report.json", json.dumps(report, indent=2, default=float))]
 
 
 def quantize(set_name: str | None = None, model_id: str | None = None, calib: str | Path = "",
@@ -549,21 +505,20 @@ def quantize(set_name: str | None = None, model_id: str | None = None, calib: st
     latest = {r["model_id"]: r for r in reports}
     every = [latest.get(s.id) or _read_report(out, s.id) for s in zoo.select("all")]
     every = [r for r in every if r is not None]
-    written = [paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float)),
-               paths.atomic_write(out / "summary.md", summary_markdown(every))]
-    pages.write_quantize_summary(every, out, written)
+    written = [paths.atomic_write(out / "summary.json", json.dumps(every, indent=2, default=float))]
+    pages.write_quantize_summary(every, out, written)  # and summary.md
     return reports
 
 
 def _models(set_name: str | None, model_id: str | None) -> list[zoo.ModelSpec]:
-    """--model and/or --set: a set brings the models its stages run (stages.zoo_models); --model with
+    """--model and/or --set: a set brings the models its stages run (catalog.zoo_models); --model with
     a set is that model as the set runs it."""
     if model_id and set_name not in (None, "all"):
-        if model_id not in {m.id for m in stages.zoo_models(set_name)}:
+        if model_id not in {m.id for m in catalog.zoo_models(set_name)}:
             raise EdgegazeError(f"--model {model_id} is not run by the {set_name} set; give --model alone, or "
                                 f"--set {set_name} alone for every model it runs")
         return [zoo.get(model_id)]
-    return stages.zoo_models(set_name, model_id)
+    return catalog.zoo_models(set_name, model_id)
 
 
 def _read_report(out: Path, model_id: str) -> dict | None:

@@ -23,13 +23,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pipeline import measures, modelcache, zoo
+from pipeline import builder, measures, modelcache, zoo
+from pipeline.cameras import shown
+from pipeline.catalog import models_of, of_kind
 from pipeline.errors import EdgegazeError
 from pipeline.optimize import metrics
 from pipeline.profile import Profile, machine
 from pipeline.results import STAGE_KINDS
 from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice
-from pipeline.stages import models_of, of_kind
 
 PRECISIONS = ("FP32", "FP16", "INT8", "FP16-INT8")
 METRICS = ("head_pose_deg", "faces_found", "gaze_deg")
@@ -55,7 +56,7 @@ class Candidate:
         stages = [(str(c) if models_of(c.id) else c.id).replace("face-detection-", "fd-")  # no model: its id
                   for c in self.spec.stages.values()]
         flags = [f"track{rt.redetect_every}" if rt.tracking else "notrack", "async" if rt.async_mode else "sync",
-                 "tauto" if rt.threads == 0 else f"t{rt.threads}"]
+                 "tauto" if rt.threads is None else f"t{rt.threads}"]
         return " ".join(stages + flags)
 
     def as_dict(self) -> dict:
@@ -139,7 +140,7 @@ def hand_picked() -> list[dict]:
 
 def _fits(chosen: dict) -> bool:
     """The stages' `requires` are met (as when a pipeline is built), e.g. mesh head pose needs FaceMesh."""
-    return not candidate(chosen, "FP32").spec.check()
+    return not builder.check(candidate(chosen, "FP32").spec)
 
 
 def mixes(full: bool) -> list[dict]:
@@ -193,7 +194,7 @@ def runtime_variants(c: Candidate, kind: str = "small") -> list[Candidate]:
     interval, sync/async, threads), which change speed and, through tracking, faces and gaze."""
     tracks = [(True, 30), (True, 10)] + ([(False, 30)] if kind == "full" else [])
     return [Candidate(replace(c.spec, runtime=RuntimeOptions(tracking=t, redetect_every=r, async_mode=a, threads=th)))
-            for (t, r), a, th in itertools.product(tracks, (False, True), (0, 1, 2) if kind == "full" else (0, 1))]  # 0: OpenVINO chooses
+            for (t, r), a, th in itertools.product(tracks, (False, True), (None, 1, 2) if kind == "full" else (None, 1))]  # None: OpenVINO chooses
 
 
 def _unique(cands: list[Candidate]) -> list[Candidate]:
@@ -384,7 +385,7 @@ def search(videos: list[str], datasets_: list[str], max_drop: dict, budget_ms: f
     _judge(more, rows[0], max_drop, metric, limit)
     cands = first + second
     return {"rows": rows + more, "metric": metric, "budget": {metric: limit, "max_drop": max_drop},
-            "videos": videos, "datasets": datasets_, "max_frames": max_frames, "space": kind,
+            "videos": [shown(v) for v in videos], "datasets": datasets_, "max_frames": max_frames, "space": kind,
             "missing_int8": missing_int8({f"{k}{i}": choice.id for i, c in enumerate(cands)
                                           for k, choice in c.spec.stages.items()}),
             "seconds": round(time.perf_counter() - t0, 1)}

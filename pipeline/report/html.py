@@ -1,10 +1,11 @@
 """HTML pages: one self-contained file per result (report, optimize, eval, benchmarks) and an index
 per output folder.
 
-A page is a view of the dict its JSON is written from: a writer hands that dict and its matplotlib
-figures to `write_page`, which renders a Jinja2 template from templates/ (autoescaped: a name like
-`<script>` is shown, never run) with each figure inline as SVG, then lists the page in the folder's
-index.html. Nothing on a page is fetched: no script, style, font or image comes from another file or
+A page is a view of the dict its JSON is written from: a writer declares what it shows as a
+`pipeline.views.View` (the same one its Markdown is rendered from) and hands it and its matplotlib
+figures to `write_page`, which renders it with one Jinja2 template, templates/base.html.j2
+(autoescaped: a name like `<script>` is shown, never run; strict: a name the template does not have
+fails), each figure inline as SVG, then lists the page in the folder's index.html. Nothing on a page is fetched: no script, style, font or image comes from another file or
 host, and the page's Content-Security-Policy forbids any, so it reads the same offline or archived.
 """
 
@@ -15,7 +16,6 @@ import datetime as dt
 import hashlib
 import io
 import json
-import math
 import os
 import platform
 import re
@@ -28,6 +28,7 @@ from markupsafe import Markup
 from pipeline import __version__
 from pipeline.paths import atomic_write, json_object
 from pipeline.profile import cpu_model
+from pipeline.views import Column, Table, Text, View, show
 
 TEMPLATES = Path(__file__).with_name("templates")
 INDEX_PAGE, INDEX_DATA = "index.html", "index.json"
@@ -37,40 +38,19 @@ _REF = re.compile(r'(\bid="|url\(#|href="#)')
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 
 
-# ---- values as a page shows them -------------------------------------------------------------
+# ---- text as a page shows it -----------------------------------------------------------------
 
-def number(value) -> float | None:
-    """A finite number, else None (missing, NaN, inf, text, a bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
 
-
-def show(value, spec: str = ".2f") -> str:
-    """A figure as a table shows it: "n/a" where there is none (missing, NaN, inf)."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        return "n/a" if number(value) is None else format(value, spec if spec else "")
-    return "n/a" if value is None or isinstance(value, jinja2.Undefined) else str(value)
-
-
-def sort_key(value) -> str:
-    """The data-sort attribute of a number's cell (the sorting script reads it): "" when missing."""
-    n = number(value)
-    return "" if n is None else repr(n)
+    return MarkdownIt("commonmark", {"html": False})  # raw HTML in the text is escaped, never markup
 
 
 def code_spans(text: str) -> Markup:
-    """Text with Markdown's `code` spans as <code>, everything else escaped."""
-    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(Markup.escape(text))))
-
-
-def pick(row: dict, key: str):
-    """row["a"]["b"] for key "a.b"; None where a level is missing."""
-    for part in key.split("."):
-        row = row.get(part) if isinstance(row, dict) else None
-    return row
+    """A view's prose (Markdown: `code` spans, **bold**, [links]) as HTML; any HTML in the text is
+    escaped, so a name or a path is always text."""
+    return Markup(_markdown().renderInline(str(text)))
 
 
 # ---- figures -----------------------------------------------------------------------------------
@@ -112,10 +92,10 @@ def save_figures(figures: dict, folder: Path | None = None, stem: str = "", dpi:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    # strict: a template that names something the page was not given fails, never shows it empty
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
-                             extensions=["jinja2.ext.do"])
-    env.filters.update(show=show, sort_key=sort_key, pick=pick, code_spans=code_spans, number=number)
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(code_spans=code_spans, show=show)
     script = (TEMPLATES / "sort.js").read_text()
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     # the one script a page runs, allowed by its hash: an injected one would be refused, not run
@@ -132,24 +112,29 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def write_page(path: str | Path, template: str, data: dict, *, title: str, what: str, summary: str = "",
-               figures: dict | None = None, files: list | tuple = (), index: str | Path | None = "",
-               **context) -> Path:
-    """Render `template` with `data` (the dict the JSON was written from) into `path`, atomically,
-    and list the page in `index`/index.html ("": the page's own folder; None: no index).
+def render(view: View, page: dict, figures: dict | None = None) -> str:
+    """The page of `view`: its blocks in order, each figure inline ({name: SVG}, save_figures); `page`
+    holds what the header shows (title, what, created, machine, files, index_href, view)."""
+    page = {**page, "title": view.title, "sortable": view.sortable()}
+    return _environment().get_template("base.html.j2").render(view=view, page=page, figures=figures or {})
 
-    figures: {name: inline SVG} (save_figures); files: the JSON, Markdown ... beside the page, linked
-    from it and from the index; what: the command ("edgegaze report"); summary: one line for the index."""
+
+def write_page(path: str | Path, view: View, *, what: str, summary: str = "", created: str | None = None,
+               figures: dict | None = None, files: list | tuple = (), index: str | Path | None = "") -> Path:
+    """The page of `view` into `path`, atomically, listed in `index`/index.html ("": the page's own
+    folder; None: no index).
+
+    what: the command ("edgegaze report"); summary: one line for the index; created: when the result
+    was made (default now); figures: {name: inline SVG} (save_figures); files: the JSON, Markdown ...
+    beside the page, linked from it and from the index."""
     path = Path(path)
-    created = data.get("created") if isinstance(data.get("created"), str) else now()
     index_dir = path.parent if index == "" else None if index is None else Path(index)
-    page = {"title": title, "what": what, "summary": summary, "created": created, "machine": machine(),
+    page = {"what": what, "summary": summary, "created": created or now(), "machine": machine(),
             "files": [Path(f).name for f in files], "view": True,
             "index_href": _href(index_dir / INDEX_PAGE, path.parent) if index_dir is not None else None}
-    html = _environment().get_template(template).render(data=data, page=page, figures=figures or {}, **context)
-    atomic_write(path, html)
+    atomic_write(path, render(view, page, figures))
     if index_dir is not None:
-        add_to_index(index_dir, path, {k: page[k] for k in ("title", "what", "summary", "created", "machine")},
+        add_to_index(index_dir, path, {"title": view.title, **{k: page[k] for k in ("what", "summary", "created", "machine")}},
                      [path.parent / f for f in page["files"]])
     return path
 
@@ -160,6 +145,26 @@ def _href(target: Path, folder: Path) -> str:
 
 
 # ---- the index --------------------------------------------------------------------------------
+
+def _entry(key: str):
+    """An index entry's field; entries written by hand or by an older edgegaze may lack one: empty."""
+    return lambda e: e.get(key, "")
+
+
+INDEX_COLUMNS = [
+    Column("title", "Result", "", links=lambda e: [(e.get("title") or e["page"], e["page"])]),
+    Column(_entry("what"), "What was run", ""), Column(_entry("summary"), "Summary", ""),
+    Column(_entry("created"), "When (UTC)", ""), Column(_entry("machine"), "Machine", ""),
+    Column(lambda e: "", "Data", "", links=lambda e: [(f.rsplit("/", 1)[-1], f) for f in e.get("files") or []]),
+]
+
+
+def index_view(folder: Path, entries: list[dict]) -> View:
+    return View(f"edgegaze results in {folder.resolve().name}", [
+        Text("Every page written into this folder, newest first: what was run, when (UTC), on which machine. A "
+             "command run again into this folder replaces its entry."),
+        Table("index", INDEX_COLUMNS, entries, empty="No pages yet.")])
+
 
 def add_to_index(folder: str | Path, page: Path, entry: dict, files: list[Path] = ()) -> Path:
     """Add (or replace: the same page written again) `page`'s entry in <folder>/index.json and
@@ -178,7 +183,7 @@ def add_to_index(folder: str | Path, page: Path, entry: dict, files: list[Path] 
         entries.sort(key=lambda e: str(e.get("created", "")), reverse=True)
         index = {"schema": "edgegaze-index/1", "entries": entries}
         atomic_write(folder / INDEX_DATA, json.dumps(index, indent=1))
-        html = _environment().get_template("index.html.j2").render(data=index, page={
-            "title": f"edgegaze results in {folder.resolve().name}", "created": now(), "machine": machine(),
-            "files": [INDEX_DATA], "index_href": None, "what": "the index of this folder"})
+        html = render(index_view(folder, entries), {
+            "what": "the index of this folder", "created": now(), "machine": machine(), "files": [INDEX_DATA],
+            "index_href": None, "view": False})
         return atomic_write(folder / INDEX_PAGE, html)

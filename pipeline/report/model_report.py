@@ -18,14 +18,16 @@ from pathlib import Path
 import openvino as ov
 from tqdm import tqdm
 
-from pipeline import __version__, paths, runtime, sources, stages, zoo
+from pipeline import __version__, catalog, paths, runtime, sources, zoo
+from pipeline.builder import parse_params
 from pipeline.errors import EdgegazeError
 from pipeline.outputs import stop_on_ctrl_c
+from pipeline.cameras import shown
 from pipeline.paths import check_out_dir
 from pipeline.profile import Profile
 from pipeline.report import energy, flops, in_pipeline, latency, layers
 from pipeline.results import STAGE_KINDS
-from pipeline.spec import keyed, parse_params
+from pipeline.spec import keyed
 
 SCHEMA_ID = "edgegaze-report/1"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -58,7 +60,8 @@ def read_frames(path: str | Path, n: int) -> list:
     """The first n frames of a video or image folder (a single image is used n times)."""
     frames = [f for _, f in sources.read_frames(path, lambda length: range(min(n, length) if length else n))]
     if not frames:
-        raise EdgegazeError(f"cannot read any frame from {path}; pass a video, an image or an image folder with --input")
+        raise EdgegazeError(f"cannot read any frame from {shown(path)}; pass a video, an image, an image folder or a "
+                            "camera with --input")
     return frames * n if len(frames) == 1 else frames
 
 
@@ -71,7 +74,7 @@ def profile_plan(profile: Profile) -> tuple[list[tuple[str, str, str, Path]], li
             files = [(c.id, profile.models.files.get(key)) for key, c in keyed({stage: choice})]
             found = [(i, f.ir) for i, f in files if f is not None and f.ir is not None]
         else:  # raises with the command that makes a missing IR
-            found = [(m, runtime.ir_file(m, choice.precision)) for m in stages.models_of(choice.id)]
+            found = [(m, runtime.ir_file(m, choice.precision)) for m in catalog.models_of(choice.id)]
         items += [(stage, model_id, choice.precision, ir) for model_id, ir in found]
         if not found:
             notes.append(f"{stage}: computed by '{choice.id}', no model to measure")
@@ -91,13 +94,13 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
         impl = all_sets[models_set].get(stage)
         if not impl:
             continue
-        models = stages.models_of(impl)
+        models = catalog.models_of(impl)
         if not models:
             notes.append(f"{stage}: computed by '{impl}', no model to measure")
         for model_id in models:
             spec = zoo.get(model_id)
             for run_precision in precisions:  # a model the set runs at its own precision is measured at it
-                precision = stages.run_precisions(models_set, impl, run_precision).get(model_id, run_precision)
+                precision = catalog.run_precisions(models_set, impl, run_precision).get(model_id, run_precision)
                 if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
                     # raises with the fetch/convert command
                     items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))
@@ -270,7 +273,7 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.
         "edgegaze": __version__,
         "openvino": ov.get_version(),
         "machine": machine(),
-        "input": {"path": str(input_path), "frames": len(images), "width": int(images[0].shape[1]),
+        "input": {"path": shown(input_path), "frames": len(images), "width": int(images[0].shape[1]),
                   "height": int(images[0].shape[0]), "iterations": iterations},
         "models_set": models_set,
         "precisions": precisions,
@@ -296,16 +299,17 @@ def build_report(input_path: str | Path, out: str | Path, models_set: str = zoo.
 def write_report(report: dict, out: Path, index: str | Path | None = "") -> list[Path]:
     """report.json, the plots (PNG), report.md and report.html in `out`; the page is listed in
     `index`/index.html ("": in `out`'s)."""
-    from pipeline.report import html, markdown, plots
+    from pipeline.report import html, plots
+    from pipeline.report.view import view
 
     out = Path(out)
     written = [out / "report.json", out / "report.md"]
     paths.atomic_write(written[0], json.dumps(report, indent=2))
     pngs, svgs = plots.write_plots(report, out)
-    paths.atomic_write(written[1], markdown.render(report, [p.name for p in pngs]))
-    page = html.write_page(out / "report.html", "report.html.j2", report, title=f"edgegaze report: {report['models_set']} set",
-                           what="edgegaze report", summary=_summary(report), figures=svgs, files=written,
-                           index=index, notes=markdown.notes(report))
+    shown = view(report)
+    paths.atomic_write(written[1], shown.markdown({name: p.name for name, p in zip(svgs, pngs)}))
+    page = html.write_page(out / "report.html", shown, what="edgegaze report", summary=_summary(report),
+                           created=report["created"], figures=svgs, files=written, index=index)
     return written + pngs + [page]
 
 

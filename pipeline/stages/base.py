@@ -11,10 +11,17 @@ OpenVINO model_api's `parameters()`), so that nothing outside its module branche
   when it is built: preprocess keys each by `self.inp[role]`, so an IR with another input order
   feeds the same tensors);
 - `outputs`: the IR output tensors it reads, by name (bound and checked when it is built);
-- `parameters`: its settings with type, default and help (`--param`, `[models.params]` in the zoo);
-- the optimizer hooks: `compare_outputs` (quantization metrics of raw outputs against FP32),
-  `distill_error` / `distill_unit` / `distill_focus` (pruning recovery) and `crop` (which crops
-  it is calibrated and trained on).
+- `Params`: its parameters, each a Setting (pipeline/settings.py: type, default, help, bounds), the
+  stage's `self.params` (frozen) once built (`--param`, `[models.params]` in the zoo).
+
+Two declarations of their own sit beside that runtime contract:
+- `Composed`: a stage that runs other stages, its `parts` (the roles it runs; which stage fills each
+  is zoo data, models/zoo.toml [[stages]]), built by the builder and handed to it: dual-gaze (the gaze
+  network and the iris model), mesh+3ddfa (the mesh fit and 3DDFA_V2's network);
+- `Optimizable`: what the optimizers (pipeline/optimize) ask of a stage's model and the runner never
+  does: `compare_outputs` (quantization metrics of raw outputs against FP32), `distill_error` /
+  `distill_unit` / `distill_focus` (pruning recovery), `crop` (which crops it is calibrated and
+  trained on) and `int8_float_layers`.
 """
 
 from __future__ import annotations
@@ -28,42 +35,13 @@ import numpy as np
 import openvino as ov
 
 from pipeline import runtime
-from pipeline.bounds import Bounds
 from pipeline.errors import EdgegazeError, FaceUnreadable, ModelError
 from pipeline.results import Face, FaceResult, unreadable
+from pipeline.settings import Options, Refused, Setting, declared
 
 # Eye width / inter-ocular distance, the adult average: the eye size of stages that get eye
 # centres without eye corners (e.g. after the OMZ 5-point landmarks).
 EYE_WIDTH_PER_IOD = 0.45
-
-
-@dataclass(frozen=True)
-class Param(Bounds):
-    """One stage parameter: type (float, int or bool), default, a one-line help and the values it
-    may take (the Bounds keywords above/below/low/high)."""
-
-    type: type
-    default: Any
-    help: str
-
-    def allows(self, value: Any) -> bool:
-        return self.type is bool or super().allows(value)
-
-    def parse(self, value: Any) -> Any:
-        """`value` (text from --param, or a TOML value) as this parameter's type; ValueError if it is not one."""
-        if not isinstance(value, str):  # TOML: the type itself, or a whole number for a float
-            if isinstance(value, self.type) or (self.type is float and type(value) is int):
-                return self.type(value)
-            raise ValueError(value)
-        text = value
-        if self.type is bool:
-            low = text.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        return self.type(text)
 
 
 def _bind(cls, what: str, roles: dict[str, tuple[str, ...]], names: list[set]) -> dict[str, int]:
@@ -79,10 +57,6 @@ def _bind(cls, what: str, roles: dict[str, tuple[str, ...]], names: list[set]) -
     return bound
 
 
-def _type_name(t: type) -> str:
-    return {float: "a number", int: "a whole number", bool: "true or false"}.get(t, t.__name__)
-
-
 class Stage(ABC):
     kind: ClassVar[str]  # "face", "landmarks", "head_pose", "gaze", "eye_state"
     # stage kind -> the implementation it needs there (None: any), e.g. {"landmarks": None}
@@ -91,33 +65,34 @@ class Stage(ABC):
     inputs: ClassVar[dict[str, tuple[str, ...]]] = {}
     # role -> the IR output names that can fill it (the models a class runs may name them differently)
     outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
-    parameters: ClassVar[dict[str, Param]] = {}
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        """A stage's parameters (`self.params`): a subclass declares its own, each with `setting(...)`."""
+
+    parameters: ClassVar[dict[str, Setting]] = {}  # its Params' settings (made from them: __init_subclass__)
     # a gaze stage: the gaze signals it can report by name (results.Gaze.signals)
     signals: ClassVar[tuple[str, ...]] = ()
-    # a stage that runs other stages' models (no zoo entry of its own): role -> zoo model id
-    parts: ClassVar[dict[str, str]] = {}
-    # optimizer hooks (pruning): the crops a model is trained on ("face" or "eye", None: none),
-    # the unit of distill_error, and output elements the pipeline reads: (output index, flat indices)
-    crop: ClassVar[str | None] = None
-    distill_unit: ClassVar[str] = "% IOD"
-    distill_focus: ClassVar[tuple[tuple[int, tuple[int, ...]], ...]] = ()
+    # the roles of the stages it runs (Composed); none for a stage that runs its own model or none
+    parts: ClassVar[tuple[str, ...]] = ()
     # a gaze stage: whether its results carry the eyelids (Gaze.eye_contours) that tell closed eyes
     sees_lids: bool = False
-    # optimizer hook (INT8): regexes of layers NNCF always leaves in float for this model, post-training and QAT
-    int8_float_layers: ClassVar[tuple[str, ...]] = ()
+    # Milliseconds spent running the model (inputs in, outputs copied), and the number of runs (0 until
+    # the first, set by infer): the report splits each stage's time into model time and the Python
+    # around it (crops, postprocess); benchmarks count inferences per frame.
+    infer_ms: float = 0.0
+    infer_calls: int = 0
 
     def __init__(self, compiled: ov.CompiledModel | None, **params):
         self.compiled = compiled
         self.request = compiled.create_infer_request() if compiled is not None else None
-        # Milliseconds spent running the model (inputs in, outputs copied), and the number of runs:
-        # the report splits each stage's time into model time and the Python around it (crops,
-        # postprocess); benchmarks count inferences per frame.
-        self.infer_ms = 0.0
-        self.infer_calls = 0
-        for key, value in self.settings(params).items():
-            setattr(self, key, value)
+        self.params = self.Params(**self.settings(params))
         self.inp = self.bind_inputs(compiled) if compiled is not None else {}
         self.out = self.bind_outputs(compiled) if compiled is not None else {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.parameters = declared(cls.Params)
 
     def use_signals(self, wanted: tuple[str, ...]) -> None:
         """A gaze stage that can leave a signal out computes only those `wanted` from here on."""
@@ -131,12 +106,10 @@ class Stage(ABC):
             if p is None:
                 raise EdgegazeError(f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}")
             try:
-                out[key] = p.parse(value)
-            except ValueError:
-                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be {_type_name(p.type)}, got '{value}'") from None
-            if not p.allows(out[key]):
-                what = " ".join(filter(None, ("a finite number" if p.type is float else _type_name(p.type), p.span())))
-                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be {what}, got '{value}'")
+                out[key] = p.read(value)
+            except Refused as e:  # text that is no number says so; a number out of bounds, the bounds
+                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be "
+                                    f"{p.kind_word() if e.unread else p.what()}, got '{value}'") from None
         return out
 
     @classmethod
@@ -164,12 +137,24 @@ class Stage(ABC):
         self.infer_calls += 1
         return outputs
 
-    # -- optimizer hooks -------------------------------------------------------------------
+class Optimizable:
+    """What the optimizers (pipeline/optimize) ask of a stage's model, declared by its class beside the
+    runtime contract (the runner never asks): which crops it is calibrated and trained on, how its raw
+    outputs are scored against FP32's after quantization and against the teacher's while pruning."""
+
+    # the crops a model is trained on ("face" or "eye", None: none), the unit of distill_error, and the
+    # output elements the pipeline reads: (output index, flat indices), weighted more when distilling
+    crop: ClassVar[str | None] = None
+    distill_unit: ClassVar[str] = "% IOD"
+    distill_focus: ClassVar[tuple[tuple[int, tuple[int, ...]], ...]] = ()
+    # INT8: regexes of layers NNCF always leaves in float for this model, post-training and QAT
+    int8_float_layers: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def compare_outputs(cls, ref: list, test: list, ref_noface=(), test_noface=(), input_size: int = 0) -> dict:
         """Quantization metrics (pipeline.optimize.metrics budget keys) of raw `test` outputs against
         raw FP32 `ref` outputs, per item lists in the model's output order."""
-        raise EdgegazeError(f"{cls.__name__} declares no quantization metric (Stage.compare_outputs)")
+        raise EdgegazeError(f"{cls.__name__} declares no quantization metric (Optimizable.compare_outputs)")
 
     @classmethod
     def distill_error(cls, student: list, teacher: list, iod: np.ndarray, every_output: bool = False) -> float:
@@ -179,7 +164,7 @@ class Stage(ABC):
         return float(np.mean([np.abs(s - t).mean() for s, t in zip(student, teacher)]))
 
 
-class Detector(Stage):
+class Detector(Stage, Optimizable):
     kind = "face"
 
     @abstractmethod
@@ -238,3 +223,35 @@ class FaceStage(Stage):
         """Whether these landmarks still show a face (a tracked region that lost it goes back to the
         detector). Landmark stages with a confidence output override."""
         return True
+
+
+class Composed(FaceStage):
+    """A per-face stage that runs other stages, its parts (role -> a built stage, `self.part`): the
+    class declares the roles (`parts`), the zoo which stage fills each ([[stages]] in models/zoo.toml),
+    and the builder builds them (each a stage of its own, with its own parameters and model) and hands
+    them over. It calls them as a plain function does (`compose`); its model time and runs are theirs."""
+
+    def __init__(self, parts: dict[str, FaceStage], **params):
+        super().__init__(None, **params)
+        self.part = parts
+
+    @property
+    def infer_ms(self) -> float:
+        return sum(p.infer_ms for p in self.part.values())
+
+    @property
+    def infer_calls(self) -> int:
+        return sum(p.infer_calls for p in self.part.values())
+
+    @abstractmethod
+    def compose(self, frame: np.ndarray, result: FaceResult) -> Any:
+        """Its result from its parts' on this face."""
+
+    def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[Any, Any]:
+        return (frame, result), None
+
+    def infer(self, inputs: tuple[np.ndarray, FaceResult]) -> Any:
+        return self.compose(*inputs)
+
+    def postprocess(self, outputs: Any, context: Any) -> Any:
+        return outputs

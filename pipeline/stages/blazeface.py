@@ -10,6 +10,7 @@ Keypoints (6, 2), MediaPipe order: 0 subject's right eye (image left on a fronta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import cv2
@@ -19,7 +20,8 @@ import openvino as ov
 from pipeline.boxes import iou_matrix
 from pipeline.errors import EdgegazeError
 from pipeline.results import Face
-from pipeline.stages.base import Detector, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import Detector
 
 # SSD anchor options per input size, from MediaPipe's face_detection_{short,full}_range_common.pbtxt.
 _SSD = {
@@ -104,11 +106,12 @@ class BlazeFace(Detector):
     # The two MediaPipe models name their outputs differently (short range, full range).
     outputs = {"regressors": ("regressors", "reshaped_regressor_face_4"),
                "scores": ("classificators", "reshaped_classifier_face_4")}
-    parameters = {
-        "score_threshold": Param(float, 0.5, "minimum face probability", low=0, high=1),
-        "min_suppression_iou": Param(float, 0.3, "IoU above which detections are merged (weighted NMS)", low=0, high=1),
-        "max_faces": Param(int, 10, "at most this many faces per frame", low=1),
-    }
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        score_threshold: float = setting(0.5, "minimum face probability", low=0, high=1)
+        min_suppression_iou: float = setting(0.3, "IoU above which detections are merged (weighted NMS)", low=0, high=1)
+        max_faces: int = setting(10, "at most this many faces per frame", low=1)
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
@@ -128,8 +131,8 @@ class BlazeFace(Detector):
         return canvas[None], (nw / w, nh / h, px, py)
 
     def postprocess(self, outputs: list[np.ndarray], context: tuple[float, float, int, int]) -> list[Face]:
-        merged = decode(outputs[self.out["regressors"]], outputs[self.out["scores"]], self.size, self.score_threshold,
-                        self.min_suppression_iou, self.max_faces)
+        merged = decode(outputs[self.out["regressors"]], outputs[self.out["scores"]], self.size, self.params.score_threshold,
+                        self.params.min_suppression_iou, self.params.max_faces)
         sx, sy, px, py = context
         offset, scale = np.tile([px, py], 8), np.tile([sx, sy], 8)
         faces = []

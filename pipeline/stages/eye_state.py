@@ -8,23 +8,27 @@ or by the eye line when there is no head pose yet.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import openvino as ov
 
 from pipeline.results import EyeState, FaceResult
-from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Optimizable
 from pipeline.stages.omz_gaze import eye_patch, eye_sides
 
 
-class OpenClosedEye(FaceStage):
+class OpenClosedEye(FaceStage, Optimizable):
     kind = "eye_state"
     requires = {"landmarks": None}
     outputs = {"probs": ("19",)}  # [1, 2, 1, 1] softmax (closed, open); the IR names it after a graph node
-    parameters = {
-        "threshold": Param(float, 0.5, "open probability above which an eye counts as open", low=0, high=1),
-        "eye_scale": Param(float, 1.8, "eye patch side / eye width, as the OMZ gaze stage", above=0),
-        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0),
-    }
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        threshold: float = setting(0.5, "open probability above which an eye counts as open", low=0, high=1)
+        eye_scale: float = setting(1.8, "eye patch side / eye width, as the OMZ gaze stage", above=0)
+        eye_width_per_iod: float = setting(EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0)
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
@@ -38,7 +42,7 @@ class OpenClosedEye(FaceStage):
         else:
             d = np.asarray(lm.left_eye[:2], np.float64) - np.asarray(lm.right_eye[:2], np.float64)
             roll = float(np.degrees(np.arctan2(d[1], d[0])))
-        sides = eye_sides(lm, self.eye_scale, self.eye_width_per_iod)
+        sides = eye_sides(lm, self.params.eye_scale, self.params.eye_width_per_iod)
         size = (self.in_w, self.in_h)
         patches = [eye_patch(frame, eye, side, roll, size) for eye, side in zip((lm.right_eye, lm.left_eye), sides)]
         return patches, None
@@ -49,7 +53,7 @@ class OpenClosedEye(FaceStage):
 
     def postprocess(self, outputs, context) -> EyeState:
         right, left = (float(o[1]) for o in outputs)
-        return EyeState(right_open=right > self.threshold, left_open=left > self.threshold, right_prob=right, left_prob=left)
+        return EyeState(right_open=right > self.params.threshold, left_open=left > self.params.threshold, right_prob=right, left_prob=left)
 
     @classmethod
     def compare_outputs(cls, ref, test, ref_noface=(), test_noface=(), input_size=0) -> dict:

@@ -34,7 +34,8 @@ import numpy as np
 import openvino as ov
 
 from pipeline.results import Face, FaceResult, Landmarks
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage, Optimizable
 
 # Mesh indices (MediaPipe topology). "Right" = the subject's right = image left on a frontal face.
 RIGHT_EYE_CORNERS = (33, 133)  # outer, inner
@@ -146,25 +147,26 @@ class Kept:
     reused: int = 0  # frames in a row the landmarks were kept
 
 
-class FaceMesh(FaceStage):
+class FaceMesh(FaceStage, Optimizable):
     """FaceMesh 468-point landmarks; tracks the face from frame to frame through `next_face`."""
 
     kind = "landmarks"
     outputs = {"mesh": ("conv2d_20",), "presence": ("conv2d_30",)}  # 468 x (x, y, z) in input pixels; logit
-    parameters = {
-        "roi_scale": Param(float, 1.5, "ROI side / face (or landmark) box side (MediaPipe: 1.5)", above=0),
-        "presence_threshold": Param(float, 0.5, "face-presence score below which a tracked face counts as lost", low=0),
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        roi_scale: float = setting(1.5, "ROI side / face (or landmark) box side (MediaPipe: 1.5)", above=0)
+        presence_threshold: float = setting(0.5, "face-presence score below which a tracked face counts as lost", low=0)
         # a photo's mesh from the detector's region differs from the video frame's tracked one by
         # 1.7 / 1.9 / 1.0 deg of head yaw / pitch / roll; two passes on its own region, 0.8 / 0.8 / 0.4
-        "still_passes": Param(int, 2, "a photo: FaceMesh again on its own mesh's region this many times "
-                                      "(the region tracking gives it on video)", low=0, high=5),
+        still_passes: int = setting(2, "a photo: FaceMesh again on its own mesh's region this many times "
+                                    "(the region tracking gives it on video)", low=0, high=5)
         # off by default: at 0.001 / 2 (39 % of FaceMesh skipped on the webcam recording) the held-out gaze
         # session read 5.08 instead of 4.09 deg (docs/performance.md, scripts/facemesh_skip_study.py)
-        "still_motion": Param(float, 0.0, "keep a tracked face's landmarks while the band around its eyes moved less "
-                                            "than this share of its width since they were read (0: FaceMesh on every frame)",
-                              low=0, below=1),
-        "max_reuse": Param(int, 2, "frames in a row a still face's landmarks may be kept", low=1),
-    }
+        still_motion: float = setting(0.0, "keep a tracked face's landmarks while the band around its eyes moved less "
+                                      "than this share of its width since they were read (0: FaceMesh on every frame)", low=0, below=1)
+        max_reuse: int = setting(2, "frames in a row a still face's landmarks may be kept", low=1)
+
     crop = "face"
     tracks_alone = True  # the presence output tells a lost face; mesh regions held on 5 videos without the detector
 
@@ -176,13 +178,13 @@ class FaceMesh(FaceStage):
         """The landmarks of a tracked face that has not moved since its last run (`still_motion`), or a
         fresh run, whose landmarks and thumbnail the face's track keeps for the next frames."""
         face = result.face
-        kept = face.track.get(TRACK_KEY) if self.still_motion > 0 and face.tracked else None
-        if kept is not None and kept.reused < self.max_reuse:
-            if motion(kept.thumb, thumbnail(frame, kept.box), kept.grad) < self.still_motion:
+        kept = face.track.get(TRACK_KEY) if self.params.still_motion > 0 and face.tracked else None
+        if kept is not None and kept.reused < self.params.max_reuse:
+            if motion(kept.thumb, thumbnail(frame, kept.box), kept.grad) < self.params.still_motion:
                 kept.reused += 1
                 return kept.landmarks
         landmarks = super().__call__(frame, result)
-        box = eye_band(landmarks, frame.shape) if self.still_motion > 0 else None
+        box = eye_band(landmarks, frame.shape) if self.params.still_motion > 0 else None
         if box is not None:
             thumb = thumbnail(frame, box)
             face.track[TRACK_KEY] = Kept(landmarks, box, thumb, texture(thumb))
@@ -200,7 +202,7 @@ class FaceMesh(FaceStage):
         centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2])
         # Detector keypoints 0 and 1 are the right and left eye; a face without them stays upright.
         angle = _angle(kp[0], kp[1]) if kp is not None and len(kp) >= 2 else 0.0
-        return centre, max(x1 - x0, y1 - y0) * self.roi_scale, angle
+        return centre, max(x1 - x0, y1 - y0) * self.params.roi_scale, angle
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """Warp the rotated ROI to the model input; context = the crop -> frame affine."""
@@ -220,7 +222,7 @@ class FaceMesh(FaceStage):
                          left_eye=xy[_LEFT_CONTOUR].mean(0), eye_corners=xy[_CORNERS])
 
     def present(self, landmarks: Landmarks) -> bool:
-        return landmarks.score >= self.presence_threshold
+        return landmarks.score >= self.params.presence_threshold
 
     def next_face(self, landmarks: Landmarks, frame_shape: tuple[int, ...]) -> Face | None:
         """The rotated ROI for the next frame from this mesh, or None when the face is lost
@@ -233,7 +235,7 @@ class FaceMesh(FaceStage):
         h, w = frame_shape[:2]
         if not (0 <= centre[0] < w and 0 <= centre[1] < h):
             return None
-        half = max(hi - lo) * self.roi_scale / 2
+        half = max(hi - lo) * self.params.roi_scale / 2
         angle = _angle(xy[RIGHT_EYE_CORNERS[0]], xy[LEFT_EYE_CORNERS[0]])
         edge = centre + half * np.array([np.cos(angle), np.sin(angle)])
         return Face(

@@ -34,11 +34,14 @@ Without a head pose in the FaceResult the head is taken as frontal.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import openvino as ov
 
 from pipeline.results import FaceResult, Gaze, Landmarks
-from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Optimizable
 from pipeline.stages.facemesh import apply, warp
 from pipeline.stages.mesh_pose import matrix_from_euler
 
@@ -50,7 +53,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / max(float(np.linalg.norm(v)), 1e-9)
 
 
-class IrisGaze(FaceStage):
+class IrisGaze(FaceStage, Optimizable):
     """MediaPipe Iris on both eyes (one batch-2 inference) + an eyeball model -> Gaze."""
 
     kind = "gaze"
@@ -58,22 +61,24 @@ class IrisGaze(FaceStage):
     outputs = {"contour": ("output_eyes_contours_and_brows",), "iris": ("output_iris",)}  # 71 and 5 x (x, y, z)
     signals = ("iris",)
     sees_lids = True
-    parameters = {
-        "eye_scale": Param(float, 2.3, "eye crop side / eye width (MediaPipe: 2.3)", above=0),
-        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners", above=0),
-        "eyeball_radius_mm": Param(float, 12.0, "adult eyeball radius", above=0),
-        "iris_radius_mm": Param(float, 5.9, "adult iris radius (11.8 mm diameter)", above=0),
-        "interocular_mm": Param(float, 63.0, "distance between the eye centres (adult mean)", above=0),
-        "eyeball_depth_mm": Param(float, 5.0, "eyeball centre behind the eye-corner midpoint"),
-        "iris_rest_mm": Param(float, 0.0, "iris centre above the corner midpoint when looking ahead (person-specific)"),
-    }
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        eye_scale: float = setting(2.3, "eye crop side / eye width (MediaPipe: 2.3)", above=0)
+        eye_width_per_iod: float = setting(EYE_WIDTH_PER_IOD, "eye width / inter-ocular distance, when there are no eye corners", above=0)
+        eyeball_radius_mm: float = setting(12.0, "adult eyeball radius", above=0)
+        iris_radius_mm: float = setting(5.9, "adult iris radius (11.8 mm diameter)", above=0)
+        interocular_mm: float = setting(63.0, "distance between the eye centres (adult mean)", above=0)
+        eyeball_depth_mm: float = setting(5.0, "eyeball centre behind the eye-corner midpoint")
+        iris_rest_mm: float = setting(0.0, "iris centre above the corner midpoint when looking ahead (person-specific)")
+
     crop = "eye"
     # what the gaze reads: the iris centre (x, y) and the contour's two eye corners (x, y)
     distill_focus = ((1, (0, 1)), (0, (0, 1, 3 * CONTOUR_CORNERS[1], 3 * CONTOUR_CORNERS[1] + 1)))
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
-        self.iris_depth_mm = float(np.sqrt(self.eyeball_radius_mm**2 - self.iris_radius_mm**2))
+        self.iris_depth_mm = float(np.sqrt(self.params.eyeball_radius_mm**2 - self.params.iris_radius_mm**2))
 
     def eyes(self, lm: Landmarks) -> list[tuple[np.ndarray, float, np.ndarray]]:
         """(centre, width, crop x axis) of the subject's right and left eye."""
@@ -82,7 +87,7 @@ class IrisGaze(FaceStage):
             return [((c[0] + c[1]) / 2, float(np.linalg.norm(c[1] - c[0])), _unit(c[1] - c[0])) for c in corners]
         r, l = np.asarray(lm.right_eye[:2], np.float64), np.asarray(lm.left_eye[:2], np.float64)
         e = l - r
-        width = self.eye_width_per_iod * float(np.linalg.norm(e))
+        width = self.params.eye_width_per_iod * float(np.linalg.norm(e))
         # Outer -> inner: toward the other eye.
         return [(r, width, _unit(e)), (l, width, _unit(-e))]
 
@@ -94,7 +99,7 @@ class IrisGaze(FaceStage):
         down = np.array([-across[1], across[0]])  # the face's "down" in the image (y grows downward)
         crops, affines = [], []
         for centre, width, x_axis in eyes:
-            k = max(width, 1.0) * self.eye_scale / SIZE
+            k = max(width, 1.0) * self.params.eye_scale / SIZE
             a = k * np.stack([x_axis, down], axis=1)  # for the left eye det < 0: the mirror
             m = np.hstack([a, (centre - a @ [SIZE / 2, SIZE / 2])[:, None]])
             crops.append(warp(frame, m, SIZE))
@@ -114,13 +119,13 @@ class IrisGaze(FaceStage):
         rot = matrix_from_euler(hp.yaw, hp.pitch, hp.roll) if hp is not None else np.eye(3)
         # Eye-centre distance in the image = interocular_mm times the projected head x axis.
         px_per_mm = np.linalg.norm(centres[1] - centres[0]) / (
-            self.interocular_mm * max(float(np.linalg.norm(rot[:2, 0])), 0.3)
+            self.params.interocular_mm * max(float(np.linalg.norm(rot[:2, 0])), 0.3)
         )
         back, up = rot[:2, 2], -rot[:2, 1]  # the head's backward and up axes, projected
         radius = self.iris_depth_mm * px_per_mm
         eyes = []
         for centre, iris_c in zip(centres, irises):
-            eyeball = centre + px_per_mm * (self.eyeball_depth_mm * back + self.iris_rest_mm * up)
+            eyeball = centre + px_per_mm * (self.params.eyeball_depth_mm * back + self.params.iris_rest_mm * up)
             gxy = (iris_c - eyeball) / radius
             gxy /= max(1.0, float(np.linalg.norm(gxy)))
             # Camera frame here is x right, y down, z away; the project's is x right, y up, z toward.

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,12 @@ import numpy as np
 
 from pipeline.errors import FaceUnreadable
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage
 
 CANONICAL_FILE = Path(__file__).with_name("mesh_canonical.json")
 HFOV_DEG = 60.0  # assumed horizontal field of view of the camera (typical webcams: 55-78 deg)
-TRACK_KEY = "mesh"  # in Face.track: (the stage, landmarks, frame size, the pose fitted to them)
+TRACK_KEY = "mesh"  # in Face.track: a KeptPose
 
 
 @functools.cache
@@ -135,20 +137,29 @@ def matrix_from_euler(yaw: float, pitch: float, roll: float) -> np.ndarray:
     return rz @ ry @ rx
 
 
+@dataclass(frozen=True)
+class KeptPose:
+    """What a head-pose stage keeps in a face's track: the pose it gave for these landmarks."""
+
+    stage: Any  # the stage that gave it (another stage, or the same class with other parameters, fits its own)
+    landmarks: Any
+    size: tuple[int, int]  # the frame's height and width
+    pose: HeadPose
+
+
 class PoseOfKeptLandmarks:
     """A head-pose stage whose pose follows from the landmarks: where they are the very ones of the
     frame before (a still face whose FaceMesh landmarks were kept: stages/facemesh.py), that frame's
-    pose again, kept in the face's track under `kept_key` (with the stage that gave it: another
-    stage, or the same class with other parameters, fits its own)."""
+    pose again, kept in the face's track under `kept_key`."""
 
     kept_key = TRACK_KEY
 
     def __call__(self, frame: np.ndarray, result: FaceResult) -> HeadPose:
         kept = result.face.track.get(self.kept_key)
-        if kept is not None and kept[0] is self and kept[1] is result.landmarks and kept[2] == frame.shape[:2]:
-            return kept[3]
+        if kept is not None and kept.stage is self and kept.landmarks is result.landmarks and kept.size == frame.shape[:2]:
+            return kept.pose
         pose = super().__call__(frame, result)
-        result.face.track[self.kept_key] = (self, result.landmarks, frame.shape[:2], pose)
+        result.face.track[self.kept_key] = KeptPose(self, result.landmarks, frame.shape[:2], pose)
         return pose
 
 
@@ -157,15 +168,17 @@ class MeshHeadPose(PoseOfKeptLandmarks, FaceStage):
 
     kind = "head_pose"
     requires = {"landmarks": "face-landmark"}  # the 468-point FaceMesh
-    parameters = {"hfov_deg": Param(float, HFOV_DEG, "assumed horizontal field of view of the camera, degrees",
-                                     above=0, below=180)}
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        hfov_deg: float = setting(HFOV_DEG, "assumed horizontal field of view of the camera, degrees", above=0, below=180)
 
     def __init__(self, compiled: Any = None, **params):
         super().__init__(None, **params)
 
     def preprocess(self, frame: np.ndarray, result: FaceResult) -> tuple[np.ndarray, np.ndarray]:
         """The rigid subset's 2-D points, and the camera matrix of this frame."""
-        return result.landmarks.points[canonical()[1], :2], camera_matrix(frame.shape, self.hfov_deg)
+        return result.landmarks.points[canonical()[1], :2], camera_matrix(frame.shape, self.params.hfov_deg)
 
     def infer(self, inputs: np.ndarray) -> list[np.ndarray]:
         return [inputs]

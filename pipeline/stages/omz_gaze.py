@@ -30,15 +30,18 @@ as they are. The map feeds the network only: the head pose the pipeline reports 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import openvino as ov
 
 from pipeline.results import INTEL, FaceResult, Gaze, HeadPose, Landmarks
-from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import EYE_WIDTH_PER_IOD, FaceStage, Optimizable
 
 
-class OMZGaze(FaceStage):
+class OMZGaze(FaceStage, Optimizable):
     kind = "gaze"
     requires = {"landmarks": None, "head_pose": None}
     inputs = {"image_left_eye": ("left_eye_image",), "image_right_eye": ("right_eye_image",),
@@ -49,17 +52,18 @@ class OMZGaze(FaceStage):
     # activation ranges, set on the calibration's poses, clip larger ones (a webcam's +-10 deg of yaw
     # left 30-45 deg turns 26-38 deg off on another recording). It stays float: 0.19 M of its MACs.
     int8_float_layers = (".*Multiply_4314.*", ".*Convolution_922.*", ".*Convolution_972.*")
-    parameters = {
-        "eye_scale": Param(float, 1.8, "eye patch side / eye width (the OMZ demo's scale)", above=0),
-        "eye_width_per_iod": Param(float, EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0),
-        "roll_align": Param(bool, True, "rotate the patches by the head roll, as the OMZ demo does"),
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        eye_scale: float = setting(1.8, "eye patch side / eye width (the OMZ demo's scale)", above=0)
+        eye_width_per_iod: float = setting(EYE_WIDTH_PER_IOD, "eye width / eye distance when the landmarks have no eye corners", above=0)
+        roll_align: bool = setting(True, "rotate the patches by the head roll, as the OMZ demo does")
         # scripts/pose_map.py: the fused pose (mesh+3ddfa) against Intel's head-pose network on this
         # pipeline's face boxes, 5 shared videos: offsets -0.06 / -5.17 deg
-        "pose_yaw_offset": Param(float, 0.0, "degrees added to the head yaw the network is given, unless the yaw is "
-                                             "Intel's head-pose network's (its training convention)"),
-        "pose_pitch_offset": Param(float, -5.2, "degrees added to the head pitch the network is given, unless the "
-                                                "pitch is Intel's head-pose network's"),
-    }
+        pose_yaw_offset: float = setting(0.0, "degrees added to the head yaw the network is given, unless the yaw is "
+                                         "Intel's head-pose network's (its training convention)")
+        pose_pitch_offset: float = setting(-5.2, "degrees added to the head pitch the network is given, unless the "
+                                           "pitch is Intel's head-pose network's")
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
@@ -68,12 +72,12 @@ class OMZGaze(FaceStage):
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Two roll-aligned eye patches (image-left eye first) and the angles; context = roll, eyes."""
         lm, hp = result.landmarks, result.head_pose
-        roll = hp.roll if self.roll_align else 0.0
-        sides = eye_sides(lm, self.eye_scale, self.eye_width_per_iod)
+        roll = hp.roll if self.params.roll_align else 0.0
+        sides = eye_sides(lm, self.params.eye_scale, self.params.eye_width_per_iod)
         size = (self.in_w, self.in_h)
         right = eye_patch(frame, lm.right_eye, sides[0], roll, size)
         left = eye_patch(frame, lm.left_eye, sides[1], roll, size)
-        yaw, pitch = network_pose(hp, self.pose_yaw_offset, self.pose_pitch_offset)
+        yaw, pitch = network_pose(hp, self.params.pose_yaw_offset, self.params.pose_pitch_offset)
         angles = np.array([[yaw, pitch, hp.roll - roll]], np.float32)
         inputs = {self.inp["image_left_eye"]: right[None], self.inp["image_right_eye"]: left[None], self.inp["angles"]: angles}
         return inputs, (roll, lm.right_eye, lm.left_eye)

@@ -17,22 +17,27 @@ they are Intel's (HeadPose.convention): the gaze network takes them as they are 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import openvino as ov
 
 from pipeline.results import INTEL, FaceResult, HeadPose
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage, Optimizable
 from pipeline.stages.omz_landmarks import face_crop
 
 
-class OMZHeadPose(FaceStage):
+class OMZHeadPose(FaceStage, Optimizable):
     kind = "head_pose"
     outputs = {"yaw": ("angle_y_fc",), "pitch": ("angle_p_fc",), "roll": ("angle_r_fc",)}
-    parameters = {
-        "demo_box": Param(bool, True, "adjust the face box as OMZ's gaze_estimation_demo does before cropping "
-                                      "(15 % wider, 13 % taller, squared on its longer side)"),
-        "crop_scale": Param(float, 1.0, "then grow the box about its centre (1.0 = as it is)", above=0),
-    }
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        demo_box: bool = setting(True, "adjust the face box as OMZ's gaze_estimation_demo does before cropping "
+                                 "(15 % wider, 13 % taller, squared on its longer side)")
+        crop_scale: float = setting(1.0, "then grow the box about its centre (1.0 = as it is)", above=0)
+
     crop = "face"
     distill_unit = "degrees"
 
@@ -42,8 +47,8 @@ class OMZHeadPose(FaceStage):
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Crop the face box (clipped to the frame) and resize to 60x60."""
-        box = demo_box(result.face.box) if self.demo_box else result.face.box
-        crop, _ = face_crop(frame, box, self.crop_scale, (self.in_w, self.in_h))
+        box = demo_box(result.face.box) if self.params.demo_box else result.face.box
+        crop, _ = face_crop(frame, box, self.params.crop_scale, (self.in_w, self.in_h))
         return crop[None], None
 
     def postprocess(self, outputs, context) -> HeadPose:

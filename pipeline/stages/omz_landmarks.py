@@ -10,21 +10,26 @@ their geometry instead (next_face returns None when they look degenerate).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import openvino as ov
 
 from pipeline.results import Face, FaceResult, Landmarks
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage, Optimizable
 
 
-class FivePointLandmarks(FaceStage):
+class FivePointLandmarks(FaceStage, Optimizable):
     kind = "landmarks"
     outputs = {"points": ("95",)}  # the IR names its one output after a graph node
-    parameters = {
-        "crop_scale": Param(float, 1.0, "grow the face box about its centre before cropping (1.0 = detector box)", above=0),
-        "min_eye_distance": Param(float, 4.0, "pixels below which tracking treats the points as degenerate", low=0),
-    }
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        crop_scale: float = setting(1.0, "grow the face box about its centre before cropping (1.0 = detector box)", above=0)
+        min_eye_distance: float = setting(4.0, "pixels below which tracking treats the points as degenerate", low=0)
+
     crop = "face"
     INPUT = 48  # input side in pixels: the points are normalised to it
 
@@ -34,7 +39,7 @@ class FivePointLandmarks(FaceStage):
 
     def preprocess(self, frame: np.ndarray, result: FaceResult):
         """Crop the face box (clipped to the frame) and resize to 48x48; context = crop origin, size."""
-        crop, (x0, y0, x1, y1) = face_crop(frame, result.face.box, self.crop_scale, (self.in_w, self.in_h))
+        crop, (x0, y0, x1, y1) = face_crop(frame, result.face.box, self.params.crop_scale, (self.in_w, self.in_h))
         return crop[None], (np.array([x0, y0], np.float32), np.array([x1 - x0, y1 - y0], np.float32))
 
     def postprocess(self, outputs, context) -> Landmarks:
@@ -43,12 +48,12 @@ class FivePointLandmarks(FaceStage):
         return Landmarks(points=pts.astype(np.float32), score=1.0, right_eye=pts[0].copy(), left_eye=pts[1].copy())
 
     def next_face(self, landmarks: Landmarks, frame_shape: tuple[int, ...]) -> Face | None:
-        box = box_from_points(landmarks.points[:, :2], self.min_eye_distance)
+        box = box_from_points(landmarks.points[:, :2], self.params.min_eye_distance)
         if box is None:
             return None
         h, w = frame_shape[:2]
         box = np.clip(box, 0, [w, h, w, h]).astype(np.float32)
-        if box[2] - box[0] < 2 * self.min_eye_distance or box[3] - box[1] < 2 * self.min_eye_distance:
+        if box[2] - box[0] < 2 * self.params.min_eye_distance or box[3] - box[1] < 2 * self.params.min_eye_distance:
             return None  # the face left the frame
         return Face(box=box, score=landmarks.score, keypoints=landmarks.points[:, :2].copy(), tracked=True)
 

@@ -13,23 +13,27 @@ Face.box is the detector's own box, clipped to the frame.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import openvino as ov
 
 from pipeline.results import Face
-from pipeline.stages.base import Detector, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import Detector
 
 
 class SSDFace(Detector):
     outputs = {"detections": ("detection_out",)}
-    parameters = {
-        "score_threshold": Param(float, 0.5, "minimum face confidence", low=0, high=1),
-        "max_faces": Param(int, 10, "keep the most confident this many faces", low=1),
-        "min_size": Param(float, 8.0, "drop boxes narrower or lower than this (pixels)", low=0),
-        "enlarge": Param(float, 1.0, "grow boxes about their centre by this factor (OMZ demo: 1.2)", above=0),
-        "square": Param(bool, False, "make boxes square on their longer side (OMZ demo: true)"),
-    }
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        score_threshold: float = setting(0.5, "minimum face confidence", low=0, high=1)
+        max_faces: int = setting(10, "keep the most confident this many faces", low=1)
+        min_size: float = setting(8.0, "drop boxes narrower or lower than this (pixels)", low=0)
+        enlarge: float = setting(1.0, "grow boxes about their centre by this factor (OMZ demo: 1.2)", above=0)
+        square: bool = setting(False, "make boxes square on their longer side (OMZ demo: true)")
 
     def __init__(self, compiled: ov.CompiledModel, **params):
         super().__init__(compiled, **params)
@@ -43,17 +47,17 @@ class SSDFace(Detector):
     def postprocess(self, outputs, context) -> list[Face]:
         h, w = context
         det = outputs[self.out["detections"]].reshape(-1, 7)
-        det = det[(det[:, 0] >= 0) & (det[:, 2] >= self.score_threshold)]
+        det = det[(det[:, 0] >= 0) & (det[:, 2] >= self.params.score_threshold)]
         det = det[np.argsort(-det[:, 2])]
         faces = []
         for row in det:
             box = row[3:7] * np.array([w, h, w, h], dtype=np.float32)
-            box = _grow(box, self.enlarge, self.square)
+            box = _grow(box, self.params.enlarge, self.params.square)
             box = np.clip(box, 0, [w, h, w, h]).astype(np.float32)
-            if box[2] - box[0] < self.min_size or box[3] - box[1] < self.min_size:
+            if box[2] - box[0] < self.params.min_size or box[3] - box[1] < self.params.min_size:
                 continue
             faces.append(Face(box=box, score=float(row[2])))
-            if len(faces) >= self.max_faces:
+            if len(faces) >= self.params.max_faces:
                 break
         return faces
 

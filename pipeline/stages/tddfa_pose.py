@@ -22,12 +22,15 @@ relative to the line of sight; its zero is the 300W-LP / AFLW2000-3D labels' (th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import openvino as ov
 
 from pipeline.results import FaceResult, HeadPose
-from pipeline.stages.base import FaceStage, Param
+from pipeline.settings import Options, setting
+from pipeline.stages.base import FaceStage, Optimizable
 from pipeline.stages.mesh_pose import euler_from_matrix
 
 # FaceMesh vertex nearest each of the 68 iBUG/dlib points (0-16 jaw, 17-26 brows, 27-35 nose,
@@ -74,11 +77,15 @@ def rotation(params: np.ndarray) -> np.ndarray:
     return FLIP_YZ @ np.stack([r1, r2, np.cross(r1, r2)]) @ FLIP_YZ
 
 
-class TDDFAHeadPose(FaceStage):
+class TDDFAHeadPose(FaceStage, Optimizable):
     kind = "head_pose"
     outputs = {"params": ("params",)}
-    parameters = {"landmark_crop": Param(bool, True, "crop from the mesh's 68-point extent as 3DDFA_V2 crops from "
-                                                     "landmarks; false: from the face box, as from a detector box")}
+
+    @dataclass(frozen=True)
+    class Params(Options):
+        landmark_crop: bool = setting(True, "crop from the mesh's 68-point extent as 3DDFA_V2 crops from "
+                                      "landmarks; false: from the face box, as from a detector box")
+
     crop = "face"
 
     def __init__(self, compiled: ov.CompiledModel, **params):
@@ -87,7 +94,7 @@ class TDDFAHeadPose(FaceStage):
 
     def roi(self, result: FaceResult) -> np.ndarray:
         lm = result.landmarks
-        if self.landmark_crop and lm is not None and len(lm.points) == MESH_POINTS:
+        if self.params.landmark_crop and lm is not None and len(lm.points) == MESH_POINTS:
             return roi_from_landmarks(lm.points[list(MESH_68), :2])
         return roi_from_box(result.face.box)
 

@@ -10,14 +10,19 @@ from pathlib import Path
 import pytest
 
 from pipeline import tomlfile, zoo
+from pipeline.builder import check, resolve
 from pipeline.errors import ConfigError, EdgegazeError
 from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice
+from pipeline.spec.toml import upgraded
 
 ROOT = Path(__file__).resolve().parents[2]
 # a bundle's profile.toml exactly as `edgegaze deploy` wrote it before the spec (main at 5852781:
 # `edgegaze deploy --profile ref.toml --param face-detection-short-range.score_threshold=0.6`, ref.toml
 # the default set at FP32): a stage that runs two models (dual-gaze, [*] gaze-network, gaze-iris)
 OLD_BUNDLE = Path(__file__).parent / "data" / "bundle_profile_v1.toml"
+# ... and one as deploy wrote it at 083f8ce, before mesh+3ddfa was a composition (the default set,
+# --param mesh+3ddfa.net_every=20): the fused head pose one class on 3DDFA_V2's IR, under head_pose
+OLD_FUSED = Path(__file__).parent / "data" / "bundle_profile_fused.toml"
 
 
 @pytest.mark.parametrize("name", sorted(zoo.sets()))
@@ -27,8 +32,8 @@ def test_every_set_round_trips_through_toml(name):
 
 
 def test_params_and_choices_of_their_own_round_trip():
-    spec = PipelineSpec.from_set().with_stage("face", "face-detection-full-range@INT8").with_params(
-        ["face-detection-full-range.score_threshold=0.6", "iris-landmark.eye_scale=2.5", "mesh+3ddfa.hfov_deg=55"])
+    spec = resolve(PipelineSpec.from_set().with_stage("face", "face-detection-full-range@INT8").with_params(
+        ["face-detection-full-range.score_threshold=0.6", "iris-landmark.eye_scale=2.5", "mesh+3ddfa.hfov_deg=55"]))
     text = spec.to_toml()
     assert 'face = "face-detection-full-range@INT8"' in text and 'head_pose = "mesh+3ddfa@FP32"' in text
     assert "face.score_threshold = 0.6" in text and "gaze-iris.eye_scale = 2.5" in text
@@ -64,7 +69,7 @@ def _profiles_written_before() -> dict[str, str]:
 def test_every_profile_in_the_docs_and_tests_reads_unchanged(name, text):
     document = tomlfile.loads(text)
     spec = PipelineSpec.from_table(document)
-    assert not spec.check(), spec.check()
+    assert not check(spec), check(spec)  # everything: the builder reads the classes too
     for kind, written in document["stages"].items():  # as written: ID@PRECISION, a model-free id, or none
         stage_id, _, tag = written.partition("@")
         assert (kind not in spec.stages) if written == "none" else spec.stages[kind] == StageChoice.of(stage_id, tag or "FP32")
@@ -75,7 +80,7 @@ def test_every_profile_in_the_docs_and_tests_reads_unchanged(name, text):
 def test_a_bundle_profile_written_before_the_spec_reads_as_the_same_pipeline():
     document = tomlfile.loads(OLD_BUNDLE.read_text())
     spec = PipelineSpec.from_table(document)
-    assert not spec.check()
+    assert not check(spec)
     gaze = spec.stages["gaze"]
     assert (gaze.id, gaze.implementation, gaze.params) == ("dual-gaze", "dual_gaze:DualGaze", {"iris": False})
     assert {r: (p.id, p.implementation) for r, p in gaze.parts.items()} == {
@@ -87,6 +92,23 @@ def test_a_bundle_profile_written_before_the_spec_reads_as_the_same_pipeline():
     assert again["stages"] == {**document["stages"], "head_pose": "mesh@FP32"}
     assert {t: again[t] for t in ("runtime", "implementation", "params")} == \
         {t: document[t] for t in ("runtime", "implementation", "params")}
+
+
+def test_a_bundle_of_the_fused_head_pose_made_before_it_was_a_composition_reads_as_its_parts():
+    document = tomlfile.loads(OLD_FUSED.read_text())
+    spec = resolve(PipelineSpec.from_table(document))
+    pose = spec.stages["head_pose"]
+    assert (str(pose), pose.implementation) == ("mesh+3ddfa@FP32", "fused_pose:FusedHeadPose")
+    assert {r: (str(p), p.implementation) for r, p in pose.parts.items()} == {
+        "fit": ("mesh@FP32", "mesh_pose:MeshHeadPose"), "network": ("3ddfa-v2-mb05@FP32", "tddfa_pose:TDDFAHeadPose")}
+    # its parameters: the composition's own, and those a part declares that part's
+    assert pose.params == {**{f"{a}_weight": 0.5 for a in ("yaw", "pitch", "roll")}, "net_every": 20, "net_move_deg": 5.0}
+    assert pose.parts["fit"].params == {"hfov_deg": 60.0} and pose.parts["network"].params == {"landmark_crop": True}
+    files = upgraded(document)  # its IR and blob are the network part's
+    assert {t: files[t]["head_pose-network"] for t in ("ir", "blobs")} == {t: document[t]["head_pose"] for t in ("ir", "blobs")}
+    assert "head_pose" not in files["ir"] and spec.stages["gaze"].parts["network"].id == "gaze-estimation-adas-0002"
+    again = PipelineSpec.from_toml(spec.to_toml())  # written back as today's: the same pipeline
+    assert again == spec and 'head_pose-fit = "mesh@FP32"' in spec.to_toml()
 
 
 @pytest.mark.parametrize("change, says", [

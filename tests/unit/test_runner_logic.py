@@ -71,7 +71,7 @@ def test_a_bundle_made_before_the_spec_runs_on_its_own_files(loaded):
     assert loaded.bundled and pipe.names == {"face": "face-detection-short-range", "landmarks": "face-landmark",
                                              "head_pose": "mesh", "gaze": "dual-gaze"}
     assert [type(s).__name__ for s in pipe.by_kind().values()] == ["BlazeFace", "FaceMesh", "MeshHeadPose", "DualGaze"]
-    assert pipe.detector.score_threshold == 0.6  # the bundle's [params], its --param
+    assert pipe.detector.params.score_threshold == 0.6  # the bundle's [params], its --param
     results = list(pipe.run(_frames(_walk(5))))
     for fr, centre in zip(results, _walk(5)):
         (face,) = fr.faces

@@ -12,7 +12,8 @@ from pipeline import zoo
 from pipeline.arguments import add_pipeline_options, flag, spec_from_args
 from pipeline.errors import ConfigError, Problem
 from pipeline.results import STAGE_KINDS
-from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice, parse_params, toml_name
+from pipeline.builder import check, parse_params, resolve
+from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice, toml_name
 
 
 def test_a_set_is_its_stages_at_one_precision():
@@ -54,8 +55,8 @@ def test_with_stage_swaps_drops_and_keeps_frame_order():
 
 
 def test_params_reach_the_stage_or_part_with_that_id_typed():
-    spec = PipelineSpec.from_set().with_params(["face-detection-short-range.score_threshold=0.7",
-                                                "iris-landmark.eye_scale=2", "dual-gaze.iris=on"])
+    spec = resolve(PipelineSpec.from_set().with_params(["face-detection-short-range.score_threshold=0.7",
+                                                        "iris-landmark.eye_scale=2", "dual-gaze.iris=on"]))
     assert spec.stages["face"].params == {"score_threshold": 0.7}
     assert spec.stages["gaze"].params == {"iris": True} and spec.stages["gaze"].parts["iris"].params == {"eye_scale": 2.0}
     again = spec.with_params({"face-detection-short-range": {"max_faces": 3}})  # the API's form; added to the rest
@@ -73,7 +74,7 @@ def test_params_reach_the_stage_or_part_with_that_id_typed():
 ])
 def test_a_bad_param_is_one_error_naming_the_item(item, says):
     with pytest.raises(ConfigError) as e:
-        PipelineSpec.from_set("mediapipe").with_params([item])
+        resolve(PipelineSpec.from_set("mediapipe").with_params([item]))  # read by the classes' Settings
     assert e.value.field == "params" and says in e.value.words(flag), e.value.words(flag)
     assert "--param" not in str(e.value)  # the library's own wording names the argument: params 'ITEM'
 
@@ -95,7 +96,7 @@ def test_check_names_the_field_of_each_problem():
     assert problems[2].words(flag) == "--hint must be LATENCY or THROUGHPUT, not 'FAST'"
     no_face = PipelineSpec.from_set("mediapipe").with_stage("face", "none").check()
     assert [str(p) for p in no_face] == ["a pipeline needs a face detector (face)"]
-    mesh_on_omz = PipelineSpec.from_set("omz").with_stage("head_pose", "mesh").check()
+    mesh_on_omz = check(PipelineSpec.from_set("omz").with_stage("head_pose", "mesh"))  # what only the classes tell
     assert [p.words(flag) for p in mesh_on_omz] == ["--head-pose mesh needs --landmarks face-landmark"]
 
 
@@ -137,3 +138,30 @@ def test_build_pipeline_takes_every_stage_kind_and_runtime_option_by_keyword():
     keywords = inspect.signature(pipeline.build_pipeline).parameters
     assert set(STAGE_KINDS) | set(RuntimeOptions.options()) <= set(keywords)
     assert all(keywords[n].default == getattr(RuntimeOptions(), n) for n in RuntimeOptions.options())
+
+
+def test_the_spec_is_inert_it_imports_no_stage_class_and_no_openvino():
+    """Made, derived, checked and written as TOML without a class: classes are the builder's."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pipeline.spec import PipelineSpec as S\n"
+            "s = S.from_set().with_params(['mesh+3ddfa.net_every=3', 'iris-landmark.eye_scale=2']).with_stage('face', 'x')\n"
+            "assert s.check() and S.from_toml(S.from_set('omz').to_toml()).check() == []\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('openvino', 'pipeline.stages', 'pipeline.builder'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_building_a_spec_reports_every_problem_at_once():
+    """Pipeline.from_spec said only the first of the problems check() had collected."""
+    from pipeline.runner import Pipeline
+
+    bad = PipelineSpec.from_set("mediapipe").with_params(["face-detection-short-range.k=1", "mesh.hfov_deg=wide"])
+    with pytest.raises(ConfigError) as e:
+        Pipeline.from_spec(bad.with_runtime(max_faces=0))
+    assert [p.field for p in e.value.problems] == ["params", "params", "runtime.max_faces"]
+    assert e.value.words(flag) == ("--param face-detection-short-range.k=1: BlazeFace has no parameter 'k'; valid: "
+                                   "score_threshold, min_suppression_iou, max_faces; --param mesh.hfov_deg=wide: "
+                                   "MeshHeadPose parameter 'hfov_deg' must be a number, got 'wide'; --max-faces must be "
+                                   "a whole number at least 1, not 0")

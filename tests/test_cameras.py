@@ -1,0 +1,224 @@
+"""Network cameras on loopback: a real MJPEG-over-HTTP camera (scripts/mjpeg_camera.py, fed from a
+shared video, in a process of its own) that the tests stop and restart while `run` and `mouse` read
+it. They reconnect and go on; the JSON Lines holds the gap; the mouse clicks nothing for the time
+the camera was gone; the camera's user and password appear in no file or stream the run wrote.
+Bad URLs are one line and exit 2 for `run`, and the mouse waits for a camera that is not there."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import pytest
+
+from conftest import ROOT, mixed_profile, private_display, shared_path
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from mjpeg_camera import CameraProcess  # noqa: E402
+
+WEBCAM = "video/webcam_640x480.mp4"  # the subject sits still in its first 120 frames
+USER, SECRET = "camuser", "s3cr3t-Pa55"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def camera(*args: str, port: int = 0) -> CameraProcess:
+    """The camera stand-in on 60 frames of the still subject (it starts in about a second)."""
+    return CameraProcess("--video", str(shared_path(WEBCAM)), "--frames", "60", *args, port=port)
+
+
+class Cli:
+    """`python -m pipeline ARGS` running, its stdout and stderr lines collected as they come."""
+
+    def __init__(self, *args, cwd: Path):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}  # each line as it is said
+        self.proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out, self.err = [], []
+        self.readers = [threading.Thread(target=lambda f, into: into.extend(f), args=pair, daemon=True)
+                        for pair in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for reader in self.readers:
+            reader.start()
+
+    def wait_for(self, text: str, after: int = 0, timeout_s: float = 180) -> int:
+        """Until a line (stdout or stderr) holds `text` for the (after+1)-th time; how many do."""
+        end = time.monotonic() + timeout_s
+        while (n := sum(text in line for line in self.out + self.err)) <= after:
+            assert self.proc.poll() is None, f"exited {self.proc.returncode}: {''.join(self.err)[-2000:]}"
+            assert time.monotonic() < end, f"no {text!r} within {timeout_s} s: {''.join(self.out + self.err)[-2000:]}"
+            time.sleep(0.05)
+        return n
+
+    def interrupt(self) -> int:
+        """Ctrl-C; its exit code, once its streams are read to the end."""
+        self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(timeout=60)
+        for reader in self.readers:
+            reader.join(10)
+        return code
+
+
+def lines_in(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def assert_nowhere(secrets, streams: list[str], folder: Path) -> None:
+    """None of `secrets` in any stream or any file under `folder`."""
+    for text in streams:
+        assert not any(s in text for s in secrets), f"a credential shows in: {text[-500:]}"
+    for f in folder.rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            assert not any(s.encode() in data for s in secrets), f"a credential is written in {f.name}"
+
+
+def test_run_reconnects_records_the_gap_and_never_shows_the_credentials(zoo_ready, tmp_path):
+    cam = camera("--user", USER, "--password", SECRET)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = Cli("run", "--input", cam.url(login=f"{USER}:{SECRET}"), "--json", out / "gaze.jsonl", "--output",
+              out / "gaze.mp4", "--camera-timeout", "2", cwd=out)
+    try:
+        part = out / ".gaze.jsonl.part"
+        while lines_in(part) < 10:  # frames flow through the pipeline
+            assert run.proc.poll() is None, "".join(run.err)
+            time.sleep(0.1)
+        cam.stop()
+        run.wait_for("is gone")
+        time.sleep(1.5)
+        cam.start()
+        run.wait_for("is back")
+        before = lines_in(part)
+        while lines_in(part) < before + 10:  # and flow again
+            time.sleep(0.1)
+    finally:
+        code = run.interrupt()
+        cam.stop()
+    assert code == 130, "".join(run.err)
+    records = [json.loads(line) for line in (out / "gaze.jsonl").read_text().splitlines()]
+    gaps = [r["gap"] for r in records if "gap" in r]
+    frames = [r for r in records if "frame" in r]
+    assert len(gaps) == 1 and gaps[0]["back"] and gaps[0]["missing_s"] >= 1.5, gaps
+    after = [r for r in frames if r["frame"] > gaps[0]["after_frame"]]
+    assert after and frames[0]["faces"] and after[-1]["faces"], "the run goes on, with the face, after the gap"
+    assert after[0]["detector_ran"], "tracking starts afresh on the first frame back"
+    cap, held = cv2.VideoCapture(str(out / "gaze.mp4")), 0
+    while cap.read()[0]:
+        held += 1
+    assert held == len(frames), "the video holds the frames the JSON Lines holds"
+    stderr = "".join(run.err)
+    assert f"http://***@127.0.0.1:{cam.port}/video.mjpg is gone" in stderr and "camera gone 1 time(s)" in stderr
+    assert_nowhere([SECRET, USER], ["".join(run.out), stderr], out)
+
+
+@pytest.fixture
+def xserver():
+    """A private X server (Xvfb) for the mouse: DISPLAY points at it while the test runs."""
+    with private_display(1280, 800) as display:
+        yield display
+
+
+def test_mouse_waits_for_the_camera_pauses_while_it_is_gone_and_clicks_nothing_then(zoo_ready, xserver, tmp_path):
+    """Dry run with dwell clicks; the camera is not there at the start, comes, goes for a while,
+    comes back. The dwell time is longer than the frames before the gap and shorter than the frames
+    and the gap together: counting the time the camera was gone would click on the first frame back."""
+    port, dwell_s = free_port(), 1.5
+    out = tmp_path / "out"
+    out.mkdir()
+    mouse = Cli("mouse", "--input", f"http://{USER}:{SECRET}@127.0.0.1:{port}/video.mjpg", "--dry-run", "--mode", "head",
+                "--dwell", "--dwell-time", dwell_s, "--dwell-radius", 5000, "--record", out / "traj.csv",
+                "--camera-timeout", "2", cwd=out)
+    cam = None
+    try:
+        mouse.wait_for("the pointer waits for it")  # not there at the start: it waits, and says so
+        cam = camera("--user", USER, "--password", SECRET, port=port)
+        mouse.wait_for("is back")
+        time.sleep(1.0)
+        cam.stop()
+        mouse.wait_for("the pointer waits for it", after=1)
+        time.sleep(1.5)
+        cam.start()
+        mouse.wait_for("is back", after=1)
+        time.sleep(dwell_s + 2.5)  # 10 frames take a neutral head pose first; a loaded machine may lag
+    finally:
+        code = mouse.interrupt()
+        if cam is not None:
+            cam.stop()
+    assert code == 130, "".join(mouse.err)
+    rows = list(csv.DictReader((out / "traj.csv").open()))
+    t = [float(r["t"]) for r in rows]
+    gaps = [(a, b) for a, b in zip(t, t[1:]) if b - a > 1.0]
+    assert len(gaps) == 1 and rows[0]["state"] != "paused", gaps
+    back = gaps[0][1]
+    clicks = [float(r["t"]) for r in rows if r["click"]]
+    assert not [c for c in clicks if back <= c < back + dwell_s], "a click fired on the time the camera was gone"
+    assert [c for c in clicks if c >= back + dwell_s], "dwell clicks work again once the camera is back"
+    assert {r["state"] for r in rows if float(r["t"]) > back} & {"moved", "still"}, "the pointer goes on"
+    assert_nowhere([SECRET, USER], ["".join(mouse.out), "".join(mouse.err)], out)
+
+
+@pytest.fixture(scope="module")
+def broken_cameras():
+    """Cameras that answer but never give a frame: garbage for JPEG, headers and then nothing, a web page."""
+    cams = {mode: camera("--mode", mode, "--frames", "1") for mode in ("garbage", "silent", "html")}
+    yield cams
+    for cam in cams.values():
+        cam.stop()
+
+
+@pytest.mark.parametrize("case, words", [
+    ("unknown scheme", "unknown scheme ftp://"),
+    ("refused", "(connection refused)"),
+    ("garbage", "not a video stream"),
+    ("silent", "sent no video within 1 s"),
+    ("web page", "answers with text/html, not a video stream"),
+])
+def test_a_bad_camera_url_is_one_line_and_exit_2(broken_cameras, tmp_path, case, words):
+    url = {"unknown scheme": "ftp://127.0.0.1/live", "refused": f"http://127.0.0.1:{free_port()}/video.mjpg",
+           "garbage": broken_cameras["garbage"].url(), "silent": broken_cameras["silent"].url(),
+           "web page": broken_cameras["html"].url()}[case]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--input", url, "--camera-timeout", "1",
+                           "--json", "out.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+    assert not any(tmp_path.iterdir()), "nothing is written"
+
+
+def test_batch_takes_a_list_of_camera_urls_and_runs_each_as_run_does(zoo_ready, tmp_path):
+    """A .txt list of inputs (camera URLs, a video); each camera named by host, port and path, its
+    record and output without its credentials; one camera run as a Ray task runs it."""
+    from pipeline import batch, profile
+
+    cam = camera("--user", USER, "--password", SECRET)
+    listing = tmp_path / "cameras.txt"
+    listing.write_text(f"# the lab's cameras\n{cam.url(login=f'{USER}:{SECRET}')}\n"
+                       f"rtsp://{USER}:{SECRET}@cam2.local:8554/live  # the door\n{shared_path(WEBCAM)}\n")
+    inputs = batch.list_videos(str(listing))
+    assert inputs[1] == f"rtsp://{USER}:{SECRET}@cam2.local:8554/live"
+    names = batch.output_names(inputs)
+    assert list(names.values()) == [f"127.0.0.1_{cam.port}_video.mjpg.jsonl", "cam2.local_8554_live.jsonl",
+                                    "webcam_640x480.jsonl"]
+    out = tmp_path / "out"
+    out.mkdir()
+    record = batch.source_record(inputs[0], "s1")
+    try:
+        result = batch.process_video(inputs[0], profile.load(mixed_profile(tmp_path / "profile.toml")), str(out / names[inputs[0]]),
+                                     10, record=record)
+    finally:
+        cam.stop()
+    assert result["frames"] == 10 and result["frames_with_face"] == 10, result
+    assert record["video"] == f"http://***@127.0.0.1:{cam.port}/video.mjpg" and record["size"] is None
+    assert_nowhere([SECRET, USER], [json.dumps(result)], out)
