@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _common import machine, markdown_table, write_page, write_results  # noqa: E402
+from _common import load_average, machine, results_view, write_view  # noqa: E402
 
 from pipeline.control import calibration as cal  # noqa: E402
 from pipeline.control.learning import Learner  # noqa: E402
@@ -107,7 +107,7 @@ def time_other(learn: Learner, calib: cal.Calibration, both: bool, rng, repeats:
         frames = 100_000
         c0 = time.process_time()
         for i in range(frames):
-            teacher.frame(i / 30, None, d, d.xy)
+            teacher.frame(i / 30, None, d)
         frame_us = (time.process_time() - c0) * 1e6 / frames
     return {"look CPU ms": look_ms, "save CPU ms": save_ms, "save CPU ms per click": save_ms / SAVE_EVERY,
             "frame CPU us (no click)": frame_us}
@@ -131,22 +131,24 @@ def main() -> None:
                      **time_other(learn, t["calibration"], CONFIGS[name][1], rng)})
     columns = list(rows[0])
     worst = max(r["click CPU ms (median)"] for r in rows)
+    m = machine()
     intro = [f"Learning from clicks costs at most {worst:.3f} CPU ms per click (median of batches of {BATCH}; "
              f"the issue's budget is {LIMIT_MS} ms; saving the state adds "
              f"{max(r['save CPU ms per click'] for r in rows):.3f} ms per click, spread over the {SAVE_EVERY} clicks "
-             f"between saves) and {max(r['frame CPU us (no click)'] for r in rows):.2f} CPU microseconds "
-             f"per frame between clicks (the mouse's hook, with nothing to learn), on {machine()['cpu']} "
-             f"({machine()['cores']} cores).",
+             f"between saves) and {max(r['frame CPU us (no click)'] for r in rows):.2f} CPU microseconds per frame "
+             f"between clicks (the mouse's hook, with nothing to learn), on {m['cpu']} ({m['cores']} cores; load "
+             f"average {load_average()[0]:.1f} at the end).",
              f"`python benchmarks/bench_learning.py --clicks {args.clicks}`: {args.clicks} synthetic clicks per "
              f"configuration, interleaved in batches of {BATCH}; a look and saving the state timed after them."]
-    payload = {"machine": machine(), "clicks": args.clicks, "budget_ms": LIMIT_MS, "rows": rows}
-    out = Path(args.out)
-    md = "# What learning from clicks costs\n\n" + "\n\n".join(intro) + "\n\n" + markdown_table(rows, columns)
-    write_results(out, "learning", payload, md)
-    write_page(out, "learning", payload, title="What learning from clicks costs", intro=intro, columns=columns,
-               figures={"learning": plot(timed)}, captions={"learning": "CPU ms per click of each batch of "
-                                                            f"{BATCH}, per configuration, in the order timed; the "
-                                                            f"dashed line is the {LIMIT_MS} ms budget."})
+    payload = {"machine": m, "clicks": args.clicks, "budget_ms": LIMIT_MS, "rows": rows}
+    view = results_view("What learning from clicks costs", intro, rows, columns,
+                        {"learning": f"CPU ms per click of each batch of {BATCH}, per configuration, in the order "
+                                     f"timed; the dashed line is the {LIMIT_MS} ms budget."},
+                        {"configuration": "", "maps learning": "", "terms per axis": "d", "clicks learned": "d",
+                         "click CPU ms (median)": ".3f", "click CPU ms (p90)": ".3f", "click wall ms (median)": ".3f",
+                         "look CPU ms": ".3f", "save CPU ms per click": ".3f"})
+    write_view(Path(args.out), "learning", payload, view, summary=intro[0], figures={"learning": plot(timed)})
+    md = view.markdown()
     print(md)
 
 
