@@ -3,7 +3,7 @@
 the real recorded sessions.
 
     python scripts/gaze_signals.py                  # once: the real traces the simulation draws on
-    python scripts/online_learning.py [--users 40] [--naive] [--no-real]
+    python scripts/online_learning.py [--users 40] [--naive] [--only simulated|real]
 
 Simulated sessions (scripts/simulate_calibration.py's users, whose estimator errors come from the
 real frames of the 4 shared face videos): a 4x4 grid on a 1920x1080, 527 mm screen at 600 mm, like
@@ -156,17 +156,19 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--naive", action="store_true", help="also the issue's naive learner (slow)")
-    ap.add_argument("--no-real", action="store_true", help="the simulated sessions only (no models needed)")
+    ap.add_argument("--only", choices=("simulated", "real"), help="one kind of session (simulated: no models needed)")
     ap.add_argument("--out", default=str(ROOT / "results" / "online"))
     args = ap.parse_args()
-    rows = run_simulated(args.users, args.seed, args.naive) + ([] if args.no_real else run_real())
+    rows = (run_simulated(args.users, args.seed, args.naive) if args.only != "real" else []) + \
+        (run_real() if args.only != "simulated" else [])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "online_learning.json").write_text(json.dumps(rows, indent=1))
+    stem = "online_learning" + (f"_{args.only}" if args.only else "")
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     md = (f"# Learning from clicks on every session made here\n\n`python scripts/online_learning.py --users "
-          f"{args.users}{' --naive' if args.naive else ''}` (mean degrees of visual angle per session; "
+          f"{args.users}{' --naive' if args.naive else ''}{' --only ' + args.only if args.only else ''}` (mean degrees of visual angle per session; "
           f"os.cpu_count() {os.cpu_count()}).\n\n" + table(rows) + "\n")
-    (out / "online_learning.md").write_text(md)
+    (out / f"{stem}.md").write_text(md)
     print(md)
 
 
