@@ -115,6 +115,24 @@ def run_simulated(users: int, seed: int, with_naive: bool) -> list[dict]:
     return rows
 
 
+def compare_starts(users: int, seed: int) -> str:
+    """5 targets against 9, on the 7 targets of a 4x4 grid outside the 9-target start (both starts
+    predict them): the start's map alone, and online over the same clicks."""
+    lines = ["| sessions | learning off, start 5 / 9 | online, start 5 / 9 |", "|---|---|---|"]
+    for stills in (True, False):
+        rows = []
+        for points, samples in simulated(users, stills, seed):
+            r5, r9 = (online.evaluate(points, samples, sim.SCREEN, layout) for layout in ("5", "9"))
+            common = {s["target"] for s in r9["steps"]}
+            on5 = [s for s in r5["steps"] if s["target"] in common]
+            rows.append([np.mean([s["off_deg"] for s in on5]), r9["off_deg"],
+                         np.mean([s["error_deg"] for s in on5]), r9["online_deg"]])
+        a = np.mean(rows, 0)
+        lines.append(f"| simulated 4x4, {'photos' if stills else 'video'} ({len(rows)}) | {a[0]:.2f} / {a[1]:.2f} | "
+                     f"{a[2]:.2f} / {a[3]:.2f} |")
+    return "\n".join(lines)
+
+
 def run_real() -> list[dict]:
     from pipeline.evaluate import gaze_session
 
@@ -157,8 +175,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--naive", action="store_true", help="also the issue's naive learner (slow)")
     ap.add_argument("--only", choices=("simulated", "real"), help="one kind of session (simulated: no models needed)")
+    ap.add_argument("--starts", action="store_true", help="only 5 targets against 9 on the targets both predict")
     ap.add_argument("--out", default=str(ROOT / "results" / "online"))
     args = ap.parse_args()
+    if args.starts:
+        print(compare_starts(args.users, args.seed))
+        return
     rows = (run_simulated(args.users, args.seed, args.naive) if args.only != "real" else []) + \
         (run_real() if args.only != "simulated" else [])
     out = Path(args.out)
