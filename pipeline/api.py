@@ -62,9 +62,10 @@ def build_pipeline(models: str = zoo.DEFAULT_SET, precision: str = "FP32", *, pr
     return pipe
 
 
-def _signature() -> inspect.Signature:
-    """build_pipeline's signature with its keywords spelled out: each stage kind and runtime option."""
-    declared = inspect.signature(build_pipeline)
+def _signature(function) -> inspect.Signature:
+    """The signature of a function that passes its **choices to build_pipeline, with those keywords
+    spelled out: each stage kind and runtime option."""
+    declared = inspect.signature(function)
     keyword = inspect.Parameter.KEYWORD_ONLY
     stages = [inspect.Parameter(k, keyword, default=None, annotation="str | None") for k in STAGE_KINDS]
     runtime = [inspect.Parameter(n, keyword, default=s.written(s.default), annotation=s.type.__name__)
@@ -72,7 +73,7 @@ def _signature() -> inspect.Signature:
     return declared.replace(parameters=[*list(declared.parameters.values())[:-1], *stages, *runtime])
 
 
-build_pipeline.__signature__ = _signature()
+build_pipeline.__signature__ = _signature(build_pipeline)
 
 
 def calibrate(video: str | Path, targets_csv: str | Path, screen_json: str | Path, *, models: str = zoo.DEFAULT_SET,
@@ -128,6 +129,9 @@ def gaze_stream(input: str | int | Path = 0, *, calibration: str | Path | Calibr
     options = options or StreamOptions()
     options = replace(options, pace=options.pace if pace is None else pace, loop=loop or options.loop)
     return GazeStream(pipe, open_source(input, max_frames=max_frames, flip=flip), calibration, options)
+
+
+gaze_stream.__signature__ = _signature(gaze_stream)
 
 
 def search(videos: str | Iterable[str], out: str | Path, *, budget_cpu_ms: float | None = None,
