@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("EDGEGAZE_SHARED", ROOT.parent / "shared" / "data"))  # as tests/conftest.py finds it
 sys.path.insert(0, str(ROOT))
 from calibration_features import robust_sd, smooth  # noqa: E402  (this folder is on sys.path as a script)
 
@@ -69,7 +71,7 @@ def extract(path: Path) -> dict:
     rows, video = [], []
     for k, name in enumerate(VIDEOS):
         pipe.reset()
-        for fr in pipe.run(open_source(str(ROOT.parent / "shared/data/video" / name))):
+        for fr in pipe.run(open_source(str(SHARED / "video" / name))):
             face = fr.faces[0] if fr.faces else None
             sample = cal.face_angles(face) if face is not None else None
             rows.append(np.full(len(COLUMNS), np.nan) if sample is None else

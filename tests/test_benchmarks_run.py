@@ -45,6 +45,7 @@ CASES = {
     "bench_pointing.py": (["--blocks", "1", "--first-only", "--rows", "gaze+head + blink", "--max-frames", "300",
                            "--out", "out"], "out/pointing_bench.json"),
     "bench_serve.py": (["--seconds", "1", "--rounds", "1", "--warmup", "0.5", "--out", "out"], "out/serve.json"),
+    "bench_learning.py": (["--clicks", "100", "--out", "out"], "out/learning.json"),
     # the two fresh installs need PyPI (or pip's cache) and minutes: not here
     "bench_deploy.py": (["--no-sizes", "--repeats", "1", "--frames", "5", "--out", "out"], "out/bench_deploy.json"),
     # ~50 s: it starts a local Ray for the search and the batch runs

@@ -249,7 +249,8 @@ def eval_out(zoo_ready, tmp_path_factory):
     for args in (["headpose", shared_path("labeled/aflw2000_dev"), "--models", "mediapipe"],
                  ["faces", data / "testing.xml", "--models", "omz", "--precision", "FP32,FP16-INT8"],
                  ["landmarks", data / "testing_with_face_landmarks.xml", "--models", "omz"],
-                 ["gaze-session", SESSION, "--video", shared_path("video/udacity_demo_1080p.mp4")]):
+                 ["gaze-session", SESSION, "--video", shared_path("video/udacity_demo_1080p.mp4"), "--online", "5",
+                  "--wrong-clicks", "0.2"]):
         assert main(["eval", *map(str, args), "--out", str(out)]) == 0, args
     return out
 
@@ -290,12 +291,14 @@ def test_every_eval_kind_has_a_page_in_a_browser(eval_out, browser):
     """Each kind's page: its table (sorting), its plots drawn, its captions; the index lists the four."""
     from browser import check_index, check_page
 
-    plots = {"headpose": 1, "faces": 1, "landmarks": 1, "gaze_session": 2}
+    plots = {"headpose": 1, "faces": 1, "landmarks": 1, "gaze_session": 2, "gaze_online": 1}
+    texts = {}
     for kind, figures in plots.items():
-        text = check_page(browser, eval_out / f"{kind}.html", figures)
+        texts[kind] = text = check_page(browser, eval_out / f"{kind}.html", figures)
         rows = json.loads((eval_out / f"{kind}.json").read_text())["rows"]
         assert all(f"{r['set']}\t{r['precision']}" in text for r in rows), kind
-    assert "leave-one-target-out" in text and "distance from" in text  # the gaze session's caption and column
+    assert "leave-one-target-out" in texts["gaze_session"] and "distance from" in texts["gaze_session"]  # caption, column
+    assert "learning off deg" in texts["gaze_online"] and "recorded order" in texts["gaze_online"]
     assert {p.name for p in check_index(browser, eval_out)} == {f"{kind}.html" for kind in plots}
 
 
@@ -333,6 +336,28 @@ def test_gaze_session_with_no_flags_compares_the_default_set_s_signals(eval_out)
     signal = row["calibration"]["signal"]
     assert row["mean_deg"] == alone[signal] <= min(alone["network"], alone["iris"]), (signal, alone)
     assert f" on {signal}" in row["model"] and "network alone deg" in (eval_out / "gaze_session.md").read_text()
+
+
+def test_gaze_session_online_learns_from_each_target_as_a_click(eval_out):
+    """`eval gaze-session --online 5 --wrong-clicks 0.2` (the eval_out run): the start on the 5 targets
+    nearest the mouse's 5-target layout, the sixth as a click predicted before it is learned; its JSON,
+    Markdown and page beside the session's own."""
+    from pipeline.control import calibration as cal
+
+    report = json.loads((eval_out / "gaze_online.json").read_text())
+    row = report["rows"][0]
+    session = json.loads((eval_out / "gaze_session.json").read_text())["rows"][0]
+    targets = np.array([[t["x_px"], t["y_px"]] for t in session["per_target"]])
+    layout = cal.target_points("5", 1920, 1080)
+    nearest = {int(np.argmin(np.hypot(*(targets - p).T))) for p in layout}
+    assert set(row["start"]) == nearest and row["online_steps"] == 1 and len(row["steps"]) == 1
+    step = row["steps"][0]
+    assert step["error_deg"] == step["off_deg"] == row["online_deg"]  # the first click is predicted before any learning
+    assert row["loto_deg"] == pytest.approx(np.mean([t["error_deg"] for t in session["per_target"]]), abs=1e-3)
+    w = row["wrong"]
+    assert w["repeats"] == 20 and w["wrong_clicks"] + w["right_clicks"] == 20 and w["fraction"] == 0.2
+    text = (eval_out / "gaze_online.md").read_text()
+    assert "leave-one-target-out deg" in text and "| default | FP32 |" in text
 
 
 def test_gaze_session_on_a_stills_folder(zoo_ready, tmp_path):

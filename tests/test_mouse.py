@@ -565,3 +565,107 @@ def test_pointing_test_bad_input_is_one_line_and_keeps_the_trials_done(pg, tmp_p
     assert p.returncode == 2 and text.strip().count("\n") == 0 and "window closed" in text, text
     result = json.loads((tmp_path / "pt" / "pointing.json").read_text())
     assert not result["complete"] and result["trials_done"] >= 1 and result["stopped_by"] == "window closed"
+
+
+def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_refuses(pg, tmp_path, still):
+    """`edgegaze mouse --mode gaze --dwell --hand-clicks` on the real pointer, a still subject's video as
+    the camera: its dwell clicks are learned and saved into the calibration file; a hand click far from
+    where the subject looks, made while the pointer is paused, is refused by the gate, and the saved
+    map is exactly what the learned clicks alone make of the calibration."""
+    import json
+
+    from pipeline.control import calibration as cal
+    from pipeline.control.learning import Learner
+
+    # A 9-target calibration of this subject: his real samples of the still frames (their frame-to-frame
+    # gaze jitter, head and openness), each target's gaze where a look at it would read (18 deg to a side
+    # edge, 11 to the top) around his median gaze, with a webcam's error of one look (1.5 deg SD, seeded):
+    # looking as he does at the start is looking at the centre.
+    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in still if f is not None) if a is not None])
+    pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
+    jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
+    points = cal.target_points("9", W, H)
+    gaze = np.median(rows[:30, :2], 0) - (points - [W / 2, H / 2]) / [W / 2, H / 2] * [18, 11]
+    gaze += np.random.default_rng(0).normal(0, 1.5, gaze.shape)
+    samples = {k: np.column_stack([jitter[k::9] + g, rows[k::9, 2:]]) for k, g in enumerate(gaze)}
+    screen = cal.ScreenGeometry(W, H, 344, 215, 600)
+    path = cal.fit(points, samples, screen, "t", method="affine-gaze").save(tmp_path / "c.json")
+    made = json.loads(path.read_text())
+    pg.moveTo(W // 2, H // 2)
+    p = _cli(["mouse", "--input", str(shared_path(WEBCAM)), "--mode", "gaze", "--calibration", str(path), "--models",
+              MODELS, "--dwell", "--dwell-time", "0.5", "--dwell-radius", "80", "--max-frames", "300", "--hand-clicks"])
+    deadline = time.monotonic() + 120
+    while tuple(pg.position()) == (W // 2, H // 2) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the app drives the pointer
+    subprocess.run(["xdotool", "key", "Pause"], check=True)  # pause the gaze pointer: the hand places it
+    time.sleep(1.0)
+    x, y = (60, H - 60) if pg.position()[0] > W / 2 else (W - 60, H - 60)  # far from where he looks
+    subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], check=True)
+    time.sleep(0.5)
+    subprocess.run(["xdotool", "key", "Pause"], check=True)  # resume: the dwell clicks go on
+    out, _ = p.communicate(timeout=180)
+    print(out)
+    assert p.returncode == 0, out
+    saved = json.loads(path.read_text())
+    clicks, counts = saved["learned"]["clicks"], saved["learned"]["counts"]
+    dwell = [c for c in clicks if c["source"] == "pointer"]
+    hand = [c for c in clicks if c["source"] == "hand"]
+    assert any(c["reason"] == "learned" for c in dwell), clicks
+    assert [c["reason"] for c in hand] == ["far"] and counts["far"] == 1, clicks
+    assert "not learned from a hand click" in out and "learning: " in out
+    assert {k: saved[k] for k in ("model", "anchors", "validation")} == {k: made[k] for k in ("model", "anchors", "validation")}
+    loaded = cal.Calibration.load(path, W, H)
+    probe = np.array([[np.nan if v is None else v for v in c["x"]] for c in clicks])
+    learned = Learner(loaded, loaded.learned).model
+    assert not np.allclose(learned.predict(probe), loaded.model.predict(probe))  # the clicks changed the map
+    replay = Learner(loaded)  # the calibration as made, then the learned clicks alone, in order
+    for c in clicks:
+        if c["reason"] == "learned":
+            assert replay.observe(np.array(c["x"], dtype=float), c["y"], c["source"]).accepted
+    # the refused click changed nothing: the same map, to within the click log's rounding
+    assert np.allclose(replay.model.predict(probe), learned.predict(probe), atol=0.5)
+
+
+def test_a_drift_is_fixed_by_one_look_at_the_paused_pointer(tmp_path, still):
+    """The mouse's learning hook (control/teaching.Teacher) on the still subject's real frames: once
+    the learner says the map has drifted, a pause, a look at the frozen pointer and a resume move the
+    map by that look's offset, so the map puts that look on the pointer; the file saves it."""
+    import json
+
+    from pipeline.control import calibration as cal
+    from pipeline.control import regression
+    from pipeline.control.gaze import GazePointer
+    from pipeline.control.learning import DRIFT_WINDOW
+    from pipeline.control.mapping import Screen
+    from pipeline.control.mouse import Decision, DryRunBackend, MouseController
+    from pipeline.control.teaching import LOOK_FRAMES, Teacher
+
+    assert LOOK_FRAMES == 30
+    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in still if f is not None) if a is not None])
+    points = cal.target_points("9", W, H)
+    gaze = np.median(rows[:, :2], 0) - (points - [W / 2, H / 2]) / [W / 2, H / 2] * [18, 11]
+    samples = {k: np.column_stack([rows[k::9, :2] - np.median(rows[:, :2], 0) + g, rows[k::9, 2:]])
+               for k, g in enumerate(gaze)}
+    path = cal.fit(points, samples, cal.ScreenGeometry(W, H, 344, 215, 600), "t", method="affine-gaze").save(tmp_path / "c.json")
+    lines = []
+    calib = cal.Calibration.load(path, W, H)
+    teacher = Teacher(calib, path, log=lines.append)
+    teacher.learner.drift_window.extend([True] * DRIFT_WINDOW)  # as if his last clicks fell outside the gate
+    look = regression.robust_mean(rows[10:40, :6], openness=rows[10:40, 6])  # his look: the last second of the pause
+    before = teacher.model.predict(look[None])[0]
+    backend = DryRunBackend(Screen(W, H))
+    controller = MouseController(backend, GazePointer(backend.screen, calib.model, 40.0))
+    teacher.attach(controller)
+    controller.toggle_pause()  # the pause key: the pointer stays where it is
+    controller.xy = np.clip(before + [300, -200], 50, [W - 50, H - 50])  # where he looks: the map is off by ~360 px
+    for i, face in enumerate([f for _, _, f in still if f is not None][:40]):
+        teacher.frame(i / 30, face, Decision(i / 30, "paused", controller.xy))
+    controller.toggle_pause()  # resumed: the look is learned
+    after = teacher.model.predict(look[None])[0]
+    pointer = controller.xy
+    assert controller.technique.model is teacher.model or np.allclose(
+        controller.technique.model.predict(look[None]), after)  # the pointer reads the learned map
+    assert any("one look at the pointer" in line for line in lines), lines
+    assert np.hypot(*(before - pointer)) > 200 and np.hypot(*(after - pointer)) < 5, (before, after, pointer)
+    teacher.close()
+    assert json.loads(path.read_text())["learned"]["counts"]["look"] == 1 and not teacher.learner.drift

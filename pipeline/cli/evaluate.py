@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline.arguments import add_param_option, flag
+import argparse
+
+from pipeline.arguments import add_param_option, flag, number
 from pipeline.results import STAGE_KINDS
 
 EVAL_KINDS = STAGE_KINDS[:4]  # the stages an evaluation may swap: eye state is not evaluated
@@ -22,7 +24,7 @@ def _eval(args) -> int:
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in (*EVAL_KINDS, "params")}}
     if args.kind == "gaze-session":
-        kw.update(video=args.video, steady=not args.all_frames, method=args.calibration)
+        kw.update(video=args.video, steady=not args.all_frames, method=args.calibration, online_eval=_online(args))
     else:
         kw.update(dataset=args.dataset)
     if args.kind == "headpose":
@@ -30,6 +32,29 @@ def _eval(args) -> int:
     module.evaluate(args.path, models=args.models, precisions=args.precision, out=args.out, **kw)
     print(f"wrote {args.kind.replace('-', '_')}.json, .md and PNG to {args.out}")
     return 0
+
+
+def _online(args) -> dict | None:
+    """gaze-session --online LAYOUT [--wrong-clicks F] [--seed N]: online.evaluate's options."""
+    from pipeline.errors import EdgegazeError
+
+    if args.online is None:
+        if args.wrong_clicks:
+            raise EdgegazeError("--wrong-clicks injects wrong clicks into the online evaluation: give --online 5 too")
+        return None
+    return {"layout": args.online, "wrong": args.wrong_clicks, "seed": args.seed}
+
+
+def _layout(text: str) -> str:
+    """argparse type: a calibration layout as the mouse's --targets takes it (5, 9, N, RxC)."""
+    from pipeline.control.calibration import target_points
+    from pipeline.errors import EdgegazeError
+
+    try:
+        target_points(text, 2, 2)
+    except EdgegazeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def _add_eval(sub) -> None:
@@ -59,6 +84,12 @@ def _add_eval(sub) -> None:
             p.add_argument("--all-frames", action="store_true", help="use every frame with a face, not only steady ones")
             p.add_argument("--calibration", default="auto", choices=calibration_methods(),
                            help="auto: each calibration chooses its model from its targets (default); or one model")
+            p.add_argument("--online", metavar="LAYOUT", type=_layout,
+                           help="also learn from clicks: start on the targets nearest the mouse's --targets LAYOUT "
+                                "(5: the centre and corners), then take the others in recorded order as clicks")
+            p.add_argument("--wrong-clicks", type=number(low=0, high=0.9), default=0.0, metavar="FRACTION",
+                           help="with --online: also this share of clicks landing on another target (seeded draws)")
+            p.add_argument("--seed", type=int, default=0, help="with --wrong-clicks: the draws' seed")
         p.set_defaults(func=_eval)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from pipeline.arguments import pipeline_from_args
 from pipeline.cameras import CameraEvent, CameraGone
 from pipeline.control import calibration as cal
-from pipeline.control import ui
+from pipeline.control import teaching, ui
 from pipeline.control.clicks import EyeClosure, closed_eyes_source
 from pipeline.control.filters import PointFilter
 from pipeline.control.hotkey import XHotkey
@@ -204,6 +204,7 @@ class Prepared:
     pipeline: object
     source: object
     calibration: cal.Calibration | None
+    calibration_path: Path | None = None  # where it is saved (with what clicks teach it)
 
 
 def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=None) -> Prepared:
@@ -236,14 +237,17 @@ def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=No
         log(f"saved {calib_path}")
         _gaze_signals(o, pipeline, calib, log, advice)
         source = frames()
-    return Prepared(backend, pipeline, source, calib)
+    return Prepared(backend, pipeline, source, calib, calib_path)
 
 
 def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     p = prepare(o, log)
     view = ui.Magnifier() if o.pointer.zoom and p.backend.name == "pyautogui" else None
     controller = build_controller(o, p.backend, p.pipeline, p.calibration, p.source.fps, view)
-    return _drive(o, p.pipeline, p.source, controller, log)
+    teacher = teaching.start(o.learning, p.calibration, p.calibration_path, log) if p.calibration is not None else None
+    if teacher is not None:  # gaze+head's head turn puts the pointer on what the user looked at: its clicks are samples
+        teacher.attach(controller, "head" if o.mode == modes.Mode.GAZE_HEAD else teaching.POINTER)
+    return _drive(o, p.pipeline, p.source, controller, log, teacher)
 
 
 def build_controller(o: MouseOptions, backend, pipeline, calib: cal.Calibration | None, fps: float,
@@ -327,9 +331,10 @@ def _saved_calibration(o: MouseOptions, screen, log, bundled: str | None = None,
     return None, calib_path
 
 
-def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) -> MouseSummary:
-    """The loop: a pointer step per frame, with the pause hotkey, the trajectory record and the
-    overlay, until the input ends, the overlay's quit key, the fail-safe or Ctrl-C."""
+def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log, teacher=None) -> MouseSummary:
+    """The loop: a pointer step per frame, with the pause hotkey, the trajectory record, the overlay
+    and learning from clicks (`teacher`), until the input ends, the overlay's quit key, the
+    fail-safe or Ctrl-C."""
     hotkey = XHotkey(o.pause_key) if (o.pause_key and controller.backend.name == "pyautogui") else None
     if hotkey is not None and not hotkey.ok:
         log(f"pause hotkey {o.pause_key} unavailable ({hotkey.reason}); close your eyes ~1 s to pause")
@@ -347,6 +352,8 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
             if hotkey is not None and hotkey.pressed():
                 log(f"{controller.toggle_pause()}d (hotkey)")
             d = summary.step(controller, fr, log)
+            if teacher is not None:
+                teacher.frame(fr.timestamp, _face(fr), d)
             if recorder:
                 recorder.write(fr.index, d)
             if show is not None and show(fr, d, controller):
@@ -361,7 +368,7 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log) 
         summary.seconds = time.perf_counter() - start
         frames.close()  # releases the capture now, not at interpreter exit
         summary.camera_note = source.live_note() if hasattr(source, "live_note") else ""
-        for closing in (recorder, hotkey, show):
+        for closing in (recorder, hotkey, show, teacher):
             if closing is not None:
                 closing.close()
     return summary

@@ -251,9 +251,15 @@ class Calibration:
     validation: dict = field(default_factory=dict)
     created: str = ""
     choice: dict = field(default_factory=dict)  # the chosen model and every candidate's error
+    # the targets the model was fitted on: each one's robust mean features (regression.FEATURES, None
+    # for a signal not computed) and its point; what learning.Learner keeps the map's spread from
+    anchors: dict = field(default_factory=dict)
+    learned: dict = field(default_factory=dict)  # learning.Learner.state(): what clicks taught the map
 
     def save(self, path) -> Path:
-        data = {"version": VERSION, "features": list(FEATURES), **asdict(self)}
+        # the dataclasses as dicts; the rest as it is (asdict would deep-copy the learned state, every save)
+        data = {"version": VERSION, "features": list(FEATURES), **vars(self), "screen": asdict(self.screen),
+                "model": asdict(self.model)}
         return atomic_write(path, json.dumps(data, indent=1))  # a crash never leaves half a calibration
 
     @staticmethod
@@ -268,7 +274,8 @@ class Calibration:
                 raise ValueError(f"version {d.get('version')!r}, this edgegaze reads version {VERSION!r}"
                                  + (" (version 2 did not record which gaze signal it read)" * (d.get('version') == 2)))
             cal = Calibration(_screen_of(d["screen"]), GazeModel(**d["model"]), d.get("user", ""),
-                              d.get("validation", {}), d.get("created", ""), d.get("choice", {}))
+                              d.get("validation", {}), d.get("created", ""), d.get("choice", {}),
+                              d.get("anchors", {}), d.get("learned", {}))  # neither in a file made before learning
             with np.errstate(all="ignore"):  # a model that cannot map a sample fails here, not at the first face
                 probe = cal.model.predict(np.ones(len(FEATURES)))
             if probe.shape != (1, 2) or not np.isfinite(probe).all():
@@ -338,7 +345,17 @@ def fit(targets: np.ndarray, samples: dict[int, list], screen: ScreenGeometry, u
     if len(validations) > 1:
         validation = {**validation, "method": validation["method"] + "; the gaze signal chosen on each signal's own figure"}
     return Calibration(screen, final.model, user or getpass.getuser(), validation,
-                       time.strftime("%Y-%m-%dT%H:%M:%S"), {**final.choice, "signals": per_signal})
+                       time.strftime("%Y-%m-%dT%H:%M:%S"), {**final.choice, "signals": per_signal},
+                       anchors(x, y, final.choice.get("left_out", [])))
+
+
+def anchors(x, y, left_out=()) -> dict:
+    """The targets a calibration's model was fitted on (Calibration.anchors): each one's robust mean
+    features (regression.group_by_target) and point, without those left out as not looked at."""
+    means, points = regression.group_by_target(x, y)
+    keep = [not any(np.allclose(p, q) for q in left_out) for p in points]
+    rows = [[None if not np.isfinite(v) else float(v) for v in row[:len(FEATURES)]] for row in means[keep]]
+    return {"features": rows, "points": points[keep].tolist()}
 
 
 def read_targets_csv(path) -> dict[int, tuple[float, float]]:

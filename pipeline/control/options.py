@@ -11,6 +11,7 @@ from enum import StrEnum
 from pipeline.arguments import add_pipeline_options, spec_from_args
 from pipeline.cameras import LiveOptions
 from pipeline.control import calibration as cal
+from pipeline.control.teaching import LEARNING, LearningOptions
 from pipeline.control.mapping import MappingConfig, MotionConfig
 from pipeline.control.modes import MODES, POINTER, Mode, PointerOptions
 from pipeline.control.modes import check as check_pointer
@@ -95,6 +96,7 @@ class MouseOptions(Options):
         "(degrees)", above=0, flag="--max-calibration-error", metavar="DEG", group=CALIBRATION)
     calibration_attempts: int = setting(3, "live calibrations tried before the mouse gives up", low=1, flag=None)
     pointing: PointingOptions = section(PointingOptions, POINTING)
+    learning: LearningOptions = section(LearningOptions, LEARNING)
 
 
 def add_mouse_arguments(p) -> None:

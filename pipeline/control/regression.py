@@ -219,12 +219,23 @@ def head_leak(groups: list[np.ndarray], signal: str = "network", window: int = L
     return np.clip(np.nan_to_num(leak), -1.0, 1.0)
 
 
-def _poly(z: np.ndarray, degree: int) -> np.ndarray:
+def poly(z: np.ndarray, degree: int) -> np.ndarray:
+    """The terms of a map of this degree in the standardised columns z: z, then for degree 2 every product."""
     cols = [z]
     if degree >= 2:
         d = z.shape[1]
         cols += [z[:, i:i + 1] * z[:, j:j + 1] for i in range(d) for j in range(i, d)]
     return np.hstack(cols)
+
+
+def term_labels(c: Candidate, signal: str, axis: int) -> list[tuple]:
+    """What each of candidate c's terms on one screen axis multiplies, in GazeModel.designs' order:
+    (i,) a column of the corrected rows (the signal's gaze angles, then the head's), (i, j) a product."""
+    f = c.features(signal)
+    if c.axis_wise:
+        return [(f[j],) for j in range(axis, len(SIGNALS[signal]), 2)]
+    products = [(f[i], f[j]) for i in range(len(f)) for j in range(i, len(f))] if c.degree >= 2 else []
+    return [(i,) for i in f] + products
 
 
 def _ridge(p: np.ndarray, y: np.ndarray, alphas) -> list[tuple[np.ndarray, float]]:
@@ -273,7 +284,7 @@ class GazeModel:
         """Per screen axis, the standardised terms the coefficients multiply."""
         c = self.candidate
         z = (self._corrected(x)[:, c.features(self.signal)] - np.asarray(self.mean)) / np.asarray(self.scale)
-        return [z[:, a:len(SIGNALS[self.signal]):2] if c.axis_wise else _poly(z, c.degree) for a in (0, 1)]
+        return [z[:, a:len(SIGNALS[self.signal]):2] if c.axis_wise else poly(z, c.degree) for a in (0, 1)]
 
     def fit(self, x, y) -> "GazeModel":
         fitted = self.fit_path(x, y, [self.alpha])[0]
@@ -376,7 +387,7 @@ def outliers(errors: np.ndarray, z: float = OUTLIER_Z) -> np.ndarray:
     return errors > med + z * _robust_sd(errors, med, 1e-9)
 
 
-def _band(scores: dict, errors: dict) -> float:
+def band(scores: dict, errors: dict) -> float:
     """The one-standard-error rule's limit: within 5 % or one standard error of the best score (a
     choice among many on few targets wins some by chance)."""
     best = min(scores, key=scores.get)
@@ -394,7 +405,7 @@ def _choose_candidate(feats, points, bounds, leak, groups, signal) -> tuple[tupl
             per_alpha = loto_errors(cand, ALPHAS, feats, points, bounds, lk, groups, signal)
             errors.update({(cand.name, removed, alpha): e for alpha, e in zip(ALPHAS, per_alpha)})
     scores = {k: float(v.mean()) for k, v in errors.items()}
-    limit = _band(scores, errors)
+    limit = band(scores, errors)
     return next(k for k in sorted(scores, key=lambda k: PREFERENCE[k[0]]) if scores[k] <= limit), errors, scores
 
 
@@ -413,7 +424,7 @@ def pick_signal(errors: dict[str, np.ndarray], weights=None) -> str:
     best = min(singles, key=lambda s: (scores[s], SINGLE.index(s)))
     if "both" not in scores:
         return best
-    return best if scores[best] <= _band(scores, {s: np.asarray(e) for s, e in errors.items()}) else "both"
+    return best if scores[best] <= band(scores, {s: np.asarray(e) for s, e in errors.items()}) else "both"
 
 
 def pick_from_targets(per_target: dict[str, list[dict]], key: str) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 
 from pipeline import measures, zoo
 from pipeline.errors import EdgegazeError
-from pipeline.evaluate import common, datasets, tables
+from pipeline.evaluate import common, datasets, online, tables
 
 NEEDS = ("face", "landmarks", "head_pose", "gaze")
 MEAN_IPD_MM = 63.0
@@ -126,8 +126,9 @@ def errors(targets: np.ndarray, predictions, screen: dict, distance_mm: float) -
 
 
 def evaluate_frames(frames, frame_width: int, session: datasets.Session, method: str = "auto",
-                    steady: bool = True) -> dict:
-    """Everything after inference: samples, cross-validation, errors (testable without models)."""
+                    steady: bool = True, online_eval: dict | None = None) -> dict:
+    """Everything after inference: samples, cross-validation, errors (testable without models).
+    `online_eval`: online.evaluate's options (layout, wrong, seed), for the row's "online" figures."""
     from pipeline.control import calibration, regression
 
     bounds = [session.screen["width_px"], session.screen["height_px"]]
@@ -154,6 +155,10 @@ def evaluate_frames(frames, frame_width: int, session: datasets.Session, method:
                frames_with_face=sum(f is not None for _, _, f in frames), frames=len(frames),
                calibration=calibration.regressor(method, bounds, signal).fit(x, y).choice,
                **{f"{s}_deg": r["mean_deg"] for s, r in rows.items() if len(rows) > 1})
+    if online_eval is not None:
+        screen = calibration.ScreenGeometry(*bounds, session.screen["width_mm"], session.screen["height_mm"], distance)
+        row["online"] = {**online.evaluate(targets, samples, screen, **online_eval),  # each target weighs alike, as each step
+                         "loto_deg": float(np.mean([t["error_deg"] for t in row["per_target"]]))}
     return row
 
 
@@ -172,7 +177,9 @@ COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("targets_used", 
 
 
 def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=None, steady: bool = True,
-             method: str = "auto", overrides: dict | None = None, log=print) -> dict:
+             method: str = "auto", overrides: dict | None = None, online_eval: dict | None = None, log=print) -> dict:
+    """`online_eval` (online.evaluate's layout, wrong, seed): also learning from clicks, each row's
+    figures under "online", and its own outputs (online.write_outputs)."""
     from pipeline.control.calibration import use_signals
 
     session = datasets.load_session(path, video)
@@ -186,7 +193,7 @@ def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=No
             continue
         use_signals(pipeline)  # every gaze signal the stage can give: the calibration chooses
         frames, width = run_session(pipeline, session)
-        row.update(evaluate_frames(frames, width, session, method, steady),
+        row.update(evaluate_frames(frames, width, session, method, steady, online_eval),
                    stages=", ".join(pipeline.names[k] for k in NEEDS))
         c = row["calibration"]
         row["model"] = f"{c['model']} on {c['signal']}" + (", head leak out" if c.get("leak_removed") else "") + (
@@ -195,6 +202,8 @@ def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=No
         log(f"{models_set} {precision}: accuracy {row['mean_px']:.0f} px ({row['mean_pct_width']:.1f} % of the "
             f"width), {row['mean_deg']:.2f} deg; precision {row['precision_deg']:.2f} deg; over {row['samples']} "
             f"samples of {row['targets_used']} targets; calibration {row['model']}")
+        if "online" in row:
+            log(online.line(row["online"]))
         if row["targets_used"] == 3:  # the 3-corner simulation reads 21 deg this way, unseen points 2.4
             log("  3 targets: each is predicted from the other 2, which fix no map, so this figure measures that "
                 "guess, not the calibration on all 3; record 4 or more targets to measure it")
@@ -209,6 +218,8 @@ def evaluate(path, models=zoo.DEFAULT_SET, precisions="FP32", out=None, video=No
     if out:
         tables.write_outputs(out, "gaze_session", report, view(report),
                              {"per_target": per_target_plot(report), "screen": screen_plot(report)})
+        if online_eval is not None:
+            online.write_outputs(out, report)
     return report
 
 

@@ -1,0 +1,187 @@
+"""Learning from clicks (pipeline/control/learning.py) on synthetic gaze samples: the learner starts
+on the calibration's map, learns right clicks, refuses far ones and refits that predict the held-back
+samples worse, notices a drift and fixes it with one look, and its state survives the calibration
+file (old files keep loading). The learning on real frames: tests/test_mouse.py and tests/test_eval.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import sample_rows
+
+W, H = 1920, 1080
+
+
+def _user(rng, shift=(0.0, 0.0), leak: float = 0.0, gain: float = 1.0):
+    """Screen point -> the network's gaze angles of one simulated user: each look (a call) errs by its
+    own bias (1.5 deg SD, as a webcam gaze estimate does from one look to the next) and holds the head
+    at its own pose (4 deg SD), of which the gaze reads `leak` x; each frame adds its noise. `shift`
+    moves every reading and `gain` scales it (the user sat elsewhere)."""
+    def look(points, n=1, exact=False):  # exact: no look's bias nor frame noise (to score a map)
+        p = np.atleast_2d(np.asarray(points, np.float64))
+        bias, head = rng.normal(0, 0 if exact else 1.5, (len(p), 2)), rng.normal(0, 4, (len(p), 2))
+        p, bias, head = np.repeat(p, n, 0), np.repeat(bias, n, 0), np.repeat(head, n, 0) + rng.normal(0, 0.2, (len(p) * n, 2))
+        u = (p - [W / 2, H / 2]) / [W / 2, H / 2]
+        gaze = gain * np.column_stack([-18 * u[:, 0], -11 * u[:, 1]]) + bias + leak * head + np.asarray(shift)
+        return sample_rows(head, gaze + rng.normal(0, 0 if exact else 0.3, p.shape)), p
+    return look
+
+
+def _calibration(rng, layout="5"):
+    from pipeline.control import calibration as cal
+
+    look = _user(rng)
+    points = cal.target_points(layout, W, H)
+    samples = {k: look(p, 12)[0] for k, p in enumerate(points)}
+    return cal.fit(points, samples, cal.ScreenGeometry(W, H, 527, 296, 600), "t"), look
+
+
+def _learner(seed: int, clicks: int):
+    """A learner on a 5-target calibration that has learned `clicks` right clicks, and its user."""
+    from pipeline.control.learning import Learner
+
+    rng = np.random.default_rng(seed)
+    calib, look = _calibration(rng)
+    learner = Learner(calib)
+    for p in rng.uniform([0, 0], [W, H], (clicks, 2)):
+        learner.observe(look(p)[0][0], p)
+    return learner, look, calib
+
+
+def _grid(n=5):
+    xs, ys = np.meshgrid(np.linspace(0.05, 0.95, n) * W, np.linspace(0.05, 0.95, n) * H)
+    return np.column_stack([xs.ravel(), ys.ravel()])
+
+
+def _error(model, look, points) -> float:
+    """The map's mean error on looks without their own error (what the map, not the look, gets wrong)."""
+    x, p = look(points, exact=True)
+    return float(np.hypot(*(model.predict(x) - p).T).mean())
+
+
+def test_the_learner_starts_on_the_calibration_and_follows_the_user_with_right_clicks():
+    from pipeline.control.learning import Learner
+
+    rng = np.random.default_rng(0)
+    calib, look = _calibration(rng)
+    learner = Learner(calib)
+    probe = look(_grid())[0]
+    assert np.allclose(learner.model.predict(probe), calib.model.predict(probe))  # no click: the calibration's map
+    later = _user(rng, shift=(2.0, -1.5), gain=0.85)  # the user sat back a little since calibrating
+    before = _error(learner.model, later, _grid())
+    for p in rng.uniform([0, 0], [W, H], (40, 2)):
+        learner.observe(later(p)[0][0], p, "click")
+    after = _error(learner.model, later, _grid())
+    print(f"mean error on a 5x5 grid: {before:.0f} px before, {after:.0f} px after 40 clicks; {learner.summary()}")
+    assert learner.counts["learned"] >= 36 and after < 0.6 * before
+
+
+def test_a_click_far_from_the_map_is_refused_and_changes_nothing():
+    from pipeline.control.learning import POINTER
+
+    learner, look, _ = _learner(1, 10)
+    x, _ = look([300, 200])
+    beta = [b.copy() for b in learner.fits[learner.current].beta]
+    v = learner.observe(x[0], [1600, 900], "hand")  # clicked there while looking at the other corner
+    assert not v.accepted and v.reason == "far" and v.residual_px > v.limit_px and "not looked at" in v.line()
+    assert all(np.array_equal(a, b) for a, b in zip(beta, learner.fits[learner.current].beta))
+    assert learner.counts["far"] == 1
+    # a click the gaze map placed itself is not gated (its residual is the pointer filter's lag) and does
+    # not enter the gate's window
+    window = list(learner.gate)
+    assert learner.observe(x[0], learner.model.predict(x)[0] + [25, -10], POINTER).accepted
+    assert list(learner.gate) == window
+    assert learner.observe(np.full(6, np.nan), [10, 10]).reason == "no gaze"
+
+
+def test_a_refit_that_predicts_the_held_back_samples_worse_is_not_kept():
+    learner, look, _ = _learner(2, 20)
+    learner.gate.extend([2000.0] * 20)  # a gate that lets anything through: the check alone decides
+    x, _ = look([W - 50, H - 50])
+    v = learner.observe(x[0], [W - 50 - 1300, H - 50 - 700])  # a click 1500 px off, at a corner (leverage)
+    assert not v.accepted and v.reason == "worse", v
+
+
+def test_drift_is_noticed_and_one_look_fixes_it():
+    from pipeline.control.learning import DRIFT_WINDOW, Learner
+
+    rng = np.random.default_rng(3)
+    calib, look = _calibration(rng)
+    learner = Learner(calib)
+    for p in rng.uniform([0, 0], [W, H], (15, 2)):
+        learner.observe(look(p)[0][0], p)
+    moved = _user(rng, shift=(14.0, -10.0))  # the user sat back: every reading moved by ~17 deg
+    for p in rng.uniform([200, 200], [W - 200, H - 200], (DRIFT_WINDOW, 2)):
+        learner.observe(moved(p)[0][0], p)
+    assert learner.drift and learner.counts["far"] >= DRIFT_WINDOW // 2 + 1
+    before = _error(learner.model, moved, _grid())
+    x, p = moved([W / 2, H / 2])
+    delta = learner.look(x[0], p[0])
+    after = _error(learner.model, moved, _grid())
+    print(f"drifted map {before:.0f} px, after one look {after:.0f} px (offset {delta.round()})")
+    assert not learner.drift and after < 0.5 * before and np.hypot(*delta) > 200
+    assert learner.observe(*(lambda q: (moved(q)[0][0], q))(np.array([400.0, 300.0]))).accepted
+
+
+def test_the_learned_state_is_saved_with_the_calibration_and_old_files_keep_loading(tmp_path):
+    import json
+
+    from pipeline.control.calibration import Calibration
+    from pipeline.control.learning import Learner
+
+    rng = np.random.default_rng(4)
+    calib, look = _calibration(rng)
+    learner = Learner(calib)
+    for p in rng.uniform([0, 0], [W, H], (12, 2)):
+        learner.observe(look(p)[0][0], p)
+    learner.look(look([W / 2, H / 2])[0][0], [W / 2 + 30, H / 2 - 20])
+    calib.learned = learner.state()
+    loaded = Calibration.load(calib.save(tmp_path / "c.json"), W, H)
+    again = Learner(loaded, loaded.learned)
+    probe = look(_grid())[0]
+    assert np.allclose(again.model.predict(probe), learner.model.predict(probe))
+    assert again.counts == learner.counts and again.n == learner.n
+    assert np.allclose(loaded.model.predict(probe), calib.model.predict(probe))  # the calibration's own map is kept
+    # a file made before learning: no targets, nothing learned; it loads, and learning starts on its map
+    old = json.loads((tmp_path / "c.json").read_text())
+    del old["anchors"], old["learned"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    plain = Calibration.load(tmp_path / "old.json", W, H)
+    fresh = Learner(plain, plain.learned)
+    assert np.allclose(fresh.model.predict(probe), plain.model.predict(probe))
+    x, _ = look([500, 500])
+    assert fresh.observe(x[0], [520, 480]).accepted
+    # a state learned for another calibration (the user recalibrated) is not applied to this one
+    recal, _ = _calibration(np.random.default_rng(5))
+    other = Learner(recal, loaded.learned)
+    assert other.n == 0 and np.allclose(other.model.predict(probe), recal.model.predict(probe))
+
+
+@pytest.mark.parametrize("layout", ["5", "9"])
+def test_online_evaluation_of_simulated_sessions(layout):
+    """evaluate.online on 4x4 sessions of 6 simulated users whose gaze reads 0.5 of the head's pose,
+    held still within each look (so no calibration can measure it within a target): the start on the
+    layout's nearest targets, each other target a click; learning beats the start's map on average
+    (the clicks support the map of gaze and head angles), and the gate refuses wrong clicks and keeps
+    right ones."""
+    from pipeline.control import calibration as cal
+    from pipeline.evaluate import online
+
+    points = cal.target_points("4x4", W, H)
+    reports = []
+    for seed in range(6):
+        look = _user(np.random.default_rng(seed), leak=0.5)
+        samples = {k: look(p, 10)[0] for k, p in enumerate(points)}
+        reports.append(online.evaluate(points, samples, cal.ScreenGeometry(W, H, 527, 296, 600), layout, wrong=0.3,
+                                       repeats=5))
+    assert all(len(r["start"]) == int(layout) and r["online_steps"] == 16 - int(layout) for r in reports)
+    on, off = (np.mean([r[k] for r in reports]) for k in ("online_deg", "off_deg"))
+    wrong = sum(r["wrong"]["wrong_clicks"] for r in reports)
+    refused = sum(r["wrong"]["refused_wrong"] * r["wrong"]["wrong_clicks"] for r in reports) / wrong
+    right = sum(r["wrong"]["right_clicks"] for r in reports)
+    kept = sum(r["wrong"]["kept_right"] * r["wrong"]["right_clicks"] for r in reports) / right
+    print(f"start {layout}: online {on:.2f} deg, learning off {off:.2f}; wrong refused {refused:.2f} of {wrong}, "
+          f"right kept {kept:.2f} of {right}")
+    assert on < off and refused >= 0.8 and kept >= 0.85
+    assert "online" in online.line({**reports[0], "loto_deg": 1.0})
