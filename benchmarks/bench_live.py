@@ -92,14 +92,16 @@ def latency_turn(pipe, controller, frames, slow_s: float) -> dict:
 
 
 def latency(args, out: Path) -> None:
+    from pipeline.control import modes
     from pipeline.control.filters import PointFilter
-    from pipeline.control.mapping import Mapper, Screen
+    from pipeline.control.mapping import Screen
     from pipeline.control.mouse import DryRunBackend, MouseController
 
     camera = CameraProcess(*camera_args(args))
     pipe = build_pipeline(**default_pipeline())
     screen = Screen(1920, 1080)
-    controller = MouseController(DryRunBackend(screen), Mapper("head", screen), PointFilter())
+    technique = modes.build(modes.Mode.HEAD, modes.PointerOptions(), modes.Context(screen, px_per_deg=40.0))
+    controller = MouseController(DryRunBackend(screen), technique, PointFilter())
     load_before, runs = load_average(), {"newest frame": [], "sequential": []}
     try:
         list(pipe.run(_newest(camera.url(), 2)))  # warm-up: compiled models, first detections
