@@ -257,7 +257,12 @@ def test_libopengaze_flow_twice_sends_exactly_the_points(served, tmp_path, monke
     than it added ("on a restart, the calibration starts with the last point"): its stale ACK
     handling takes the first run's last CALIB_START_PT for a new one; and a command whose ACK is
     slow (its reader thread holds the socket's lock while it waits for data) it sends again. The
-    server sends exactly the 9 points each time, and the flow completes both times."""
+    server sends exactly the 9 points each time, and the flow completes both times.
+
+    That stale point is a race inside PyGaze: where the server's ACK of the second start reaches
+    PyGaze before it reads the start's time (seen once, on a machine loaded far beyond its cores),
+    it waits in vain for a tenth point, gives up after its own 10 s and calibrates once more, which
+    its prompt lets the scripted user accept. Every run then still gets exactly the 9 points."""
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
     monkeypatch.chdir(tmp_path)  # PyGaze writes its debug log into the working folder
@@ -274,9 +279,9 @@ def test_libopengaze_flow_twice_sends_exactly_the_points(served, tmp_path, monke
             setattr(settings, key, value)
     received = [re.search(r"Incoming: (.*)", line).group(1) for path in tmp_path.glob("debug_*.txt")
                 for line in open(path) if "Incoming: <CAL" in line]
-    runs = "\n".join(received).split('ID="CALIB_RESULT" ')
-    starts = [re.findall(r'CALIB_START_PT" PT="(\d+)"', run) for run in runs[:2]]
-    assert starts == [[str(k) for k in range(1, 10)]] * 2 and len(runs) == 3, received
+    runs = "\n".join(received).split('ID="CALIB_RESULT" ')[:-1]  # each run's records up to its result
+    starts = [re.findall(r'CALIB_START_PT" PT="(\d+)"', run) for run in runs]
+    assert len(runs) >= 2 and starts == [[str(k) for k in range(1, 10)]] * len(runs), received
     rows = open(tmp_path / "session.tsv").read()
     assert "after calibration 1" in rows and "after calibration 2" in rows
 
