@@ -17,7 +17,10 @@ import time
 import numpy as np
 import pytest
 
-from conftest import need_tool, private_display, sample_rows, shared_path, synthetic_calibration
+from conftest import ROOT, need_tool, private_display, sample_rows, shared_path, synthetic_calibration
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from mjpeg_camera import CameraProcess  # noqa: E402
 
 # omz: its head pose signs are the ones checked against the video below; EDGEGAZE_MOUSE_MODELS=mediapipe
 # runs the same tests on the default set.
@@ -592,18 +595,25 @@ def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_r
     path = cal.fit(points, samples, screen, "t", method="affine-gaze").save(tmp_path / "c.json")
     made = json.loads(path.read_text())
     pg.moveTo(W // 2, H // 2)
-    p = _cli(["mouse", "--input", str(shared_path(WEBCAM)), "--mode", "gaze", "--calibration", str(path), "--models",
-              MODELS, "--dwell", "--dwell-time", "0.5", "--dwell-radius", "80", "--max-frames", "300", "--hand-clicks"])
-    deadline = time.monotonic() + 120
-    while tuple(pg.position()) == (W // 2, H // 2) and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # until the app drives the pointer
-    subprocess.run(["xdotool", "key", "Pause"], check=True)  # pause the gaze pointer: the hand places it
-    time.sleep(1.0)
-    x, y = (60, H - 60) if pg.position()[0] > W / 2 else (W - 60, H - 60)  # far from where he looks
-    subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], check=True)
-    time.sleep(0.5)
-    subprocess.run(["xdotool", "key", "Pause"], check=True)  # resume: the dwell clicks go on
-    out, _ = p.communicate(timeout=180)
+    # The camera is the still frames served live at 30 fps (a video file would be read as fast as the
+    # pipeline goes: on a fast machine it ended while the pointer was paused, before any dwell click);
+    # 300 frames are 10 s of it on any machine.
+    cam = CameraProcess("--video", str(shared_path(WEBCAM)), "--frames", str(len(STILL)), "--fps", "30")
+    try:
+        p = _cli(["mouse", "--input", cam.url(), "--mode", "gaze", "--calibration", str(path), "--models", MODELS,
+                  "--dwell", "--dwell-time", "0.5", "--dwell-radius", "80", "--max-frames", "300", "--hand-clicks"])
+        deadline = time.monotonic() + 120
+        while tuple(pg.position()) == (W // 2, H // 2) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the app drives the pointer
+        subprocess.run(["xdotool", "key", "Pause"], check=True)  # pause the gaze pointer: the hand places it
+        time.sleep(1.0)
+        x, y = (60, H - 60) if pg.position()[0] > W / 2 else (W - 60, H - 60)  # far from where he looks
+        subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], check=True)
+        time.sleep(0.5)
+        subprocess.run(["xdotool", "key", "Pause"], check=True)  # resume: the dwell clicks go on
+        out, _ = p.communicate(timeout=180)
+    finally:
+        cam.stop()
     print(out)
     assert p.returncode == 0, out
     saved = json.loads(path.read_text())
