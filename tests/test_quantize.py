@@ -148,7 +148,9 @@ def test_final_check_rejects_a_choice_that_does_not_generalise(reports, cal):
             assert r["attempts"][-1]["items"] == quantize.CHECK_ITEMS and not r["attempts"][-1]["violations"]
     r = reports[DOES_NOT_GENERALISE]
     chosen, check = r["attempts"][-2], r["attempts"][-1]
-    assert chosen["violations"] == [] and chosen["fp32_layers"], "expected a mixed model inside the budget on val"
+    # Its plain INT8 sits on the budget's edge on val (0.4986 deg here, just over 0.5 on another CPU): the
+    # choice is that plain INT8 or a mixed model, either one inside the budget on val and outside it on check.
+    assert chosen["violations"] == [], "expected a model inside the budget on val"
     assert check["items"] == quantize.CHECK_ITEMS and check["violations"] and check["fp32_layers"] == chosen["fp32_layers"]
     assert r["status"] == "kept FP32 (outside budget)" and "check items" in r["reason"] and "--check" in r["reason"]
     assert not paths.ir_path(DOES_NOT_GENERALISE, "INT8").exists()
