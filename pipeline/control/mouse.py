@@ -16,7 +16,7 @@ import csv
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -364,7 +364,7 @@ class MouseController:
         return d
 
     def _act(self, action: Action, t: float, d: Decision) -> None:
-        action = Action(action.kind, np.asarray(action.xy, dtype=np.float64), action.source)
+        action = replace(action, xy=np.asarray(action.xy, dtype=np.float64))
         self.handlers[action.kind](action)
         if action.kind == ActionKind.PAUSE:
             d.events.append("pause" if self.paused else "resume")

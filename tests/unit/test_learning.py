@@ -60,6 +60,36 @@ def _error(model, look, points) -> float:
     return float(np.hypot(*(model.predict(x) - p).T).mean())
 
 
+def _face(row):
+    """A FaceResult whose gaze network and head pose read one sample row (regression.FEATURES order)."""
+    from pipeline.results import Face, FaceResult, Gaze, HeadPose
+
+    gaze = Gaze(np.zeros(3), float(row[0]), float(row[1]), signals={"network": (float(row[0]), float(row[1]))})
+    return FaceResult(Face(np.array([0.0, 0.0, 100.0, 100.0]), 1.0), head_pose=HeadPose(float(row[4]), float(row[5]), 0.0),
+                      gaze=gaze)
+
+
+def _pointer(calib, path, zoom: bool = False, **learning):
+    """The mouse's own pointer in gaze mode (control/app.pointer, as `edgegaze mouse` and its pointing
+    test build it) on a dry-run screen, with dwell clicks and the other options at their defaults: the
+    controller and its teacher (None where learning is off), whose lines go to the returned list."""
+    from types import SimpleNamespace
+
+    from pipeline.control import app
+    from pipeline.control.mapping import Screen
+    from pipeline.control.modes import Mode, PointerOptions
+    from pipeline.control.mouse import ClickConfig, DryRunBackend
+    from pipeline.control.options import MouseOptions
+    from pipeline.control.teaching import LearningOptions
+
+    o = MouseOptions(mode=Mode.GAZE, pointer=PointerOptions(zoom=zoom), clicks=ClickConfig(dwell=True),
+                     learning=LearningOptions(**learning))
+    stages = SimpleNamespace(back={"head_pose": None, "gaze": None})  # what the mode reads, checked by name
+    prepared = app.Prepared(DryRunBackend(Screen(W, H)), stages, SimpleNamespace(fps=30.0), calib, path)
+    lines: list[str] = []
+    return (*app.pointer(o, prepared, lines.append), lines)
+
+
 def test_the_learner_starts_on_the_calibration_and_follows_the_user_with_right_clicks():
     from pipeline.control.learning import Learner
 
@@ -122,6 +152,62 @@ def test_drift_is_noticed_and_one_look_fixes_it():
     print(f"drifted map {before:.0f} px, after one look {after:.0f} px (offset {delta.round()})")
     assert not learner.drift and after < 0.5 * before and np.hypot(*delta) > 200
     assert learner.observe(*(lambda q: (moved(q)[0][0], q))(np.array([400.0, 300.0]))).accepted
+
+
+def test_a_click_picked_in_the_magnifier_teaches_the_map_where_the_first_look_aimed(tmp_path):
+    """Zoom-to-click in gaze mode through the mouse's own pointer (app.pointer: the real dwell,
+    magnifier and learning hook), the simulated user's looks as frames: the first dwell opens the
+    magnifier where the map put the pointer, the user looks at the target's image in it, the second
+    dwell clicks the screen point picked. That click is learned with the first look's features and the
+    point clicked, gated (it enters the drift window); a click that lands outside the magnifier goes
+    where the map put the pointer and is learned as the plain pointer's. After the user sat elsewhere
+    (every reading moved by 3 deg) the zoom clicks take the map's error down. (Learned as the plain
+    pointer's clicks, the second look with the pointer the map placed, they would agree with the map
+    and leave it where it was.)"""
+    from pipeline.control.learning import DRIFT_WINDOW, NF, POINTER
+    from pipeline.control.teaching import ZOOM
+
+    rng = np.random.default_rng(6)
+    calib, _ = _calibration(rng)
+    controller, teacher, _ = _pointer(calib, tmp_path / "c.json", zoom=True)
+    zoom, t = controller.technique, [0.0]
+    moved = _user(rng, shift=(2.4, -1.8))  # the user sat elsewhere: every reading moved by 3 deg
+    before = _error(teacher.model, moved, _grid())
+
+    def step(row):
+        face = _face(row)
+        d = controller.step(t[0], face)
+        teacher.frame(t[0], face, d)
+        t[0] += 1 / 30
+        return d
+
+    clicks, attempts = [], 40
+    for target in rng.uniform([100, 100], [W - 100, H - 100], (attempts, 2)):
+        first = next(row for row in moved(target, 120)[0] if "zoom" in step(row).events)  # one look, 4 s of frames
+        lens = zoom.lens
+        for row in moved(lens.to_window(target), 120)[0]:  # a look at the target's image in the magnifier
+            d = step(row)
+            if d.click is not None:  # picked in it (its screen point), or outside it (where the pointer is)
+                clicks.append((first if lens.contains(d.click_xy) else row, d.click_xy, controller.xy.copy()))
+                break
+            if zoom.lens is None:  # cancelled: the target's image was not in it
+                break
+        centre = np.add(lens.window[:2], np.divide(lens.window[2:], 2))
+        while zoom.lens is not None:  # never picked: the user looks away, to the corner farthest from it
+            step(moved(np.where(centre > [W / 2, H / 2], 0, [W - 1, H - 1]))[0][0])
+    after = _error(teacher.model, moved, _grid())
+    log = list(teacher.learner.clicks)
+    zoomed = sum(c["source"] == ZOOM for c in log)
+    print(f"3 deg drift: map error {before:.0f} px, after {zoomed} zoom clicks ({attempts} tries) {after:.0f} px; "
+          f"{teacher.learner.summary()}")
+    assert len(log) == len(clicks) and zoomed >= attempts // 2
+    for c, (x, xy, pointer) in zip(log, clicks):
+        assert np.allclose(c["x"], x[:NF], equal_nan=True)  # the look that opened the magnifier, or the click's
+        assert np.allclose(c["y"], xy) if c["source"] == ZOOM else (c["source"] == POINTER and np.allclose(c["y"], pointer))
+    assert len(teacher.learner.drift_window) == DRIFT_WINDOW  # gated: only gated clicks enter it
+    assert after < 0.7 * before
+    probe = moved(_grid(), exact=True)[0]
+    assert np.allclose(zoom.inner.model.predict(probe), teacher.model.predict(probe))  # the pointer reads the learned map
 
 
 def test_the_learned_state_is_saved_with_the_calibration_and_old_files_keep_loading(tmp_path):
