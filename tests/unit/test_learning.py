@@ -90,6 +90,27 @@ def _pointer(calib, path, zoom: bool = False, **learning):
     return (*app.pointer(o, prepared, lines.append), lines)
 
 
+def _stepper(controller, teacher):
+    """A step function: one frame of a simulated look (a sample row) through the pointer and its
+    teacher (None: not learning), 30 frames a second; returns the controller's decision."""
+    clock = iter(np.arange(1_000_000) / 30)
+
+    def step(row):
+        t, face = float(next(clock)), _face(row)
+        d = controller.step(t, face)
+        if teacher is not None:
+            teacher.frame(t, face, d)
+        return d
+    return step
+
+
+def _learned_file(path, seed: int, clicks: int = 20):
+    """A 5-target calibration saved at `path` with what `clicks` right clicks taught it, and its user."""
+    learner, look, calib = _learner(seed, clicks)
+    calib.learned = learner.state()
+    return calib.save(path), look
+
+
 def test_the_learner_starts_on_the_calibration_and_follows_the_user_with_right_clicks():
     from pipeline.control.learning import Learner
 
@@ -170,17 +191,9 @@ def test_a_click_picked_in_the_magnifier_teaches_the_map_where_the_first_look_ai
     rng = np.random.default_rng(6)
     calib, _ = _calibration(rng)
     controller, teacher, _ = _pointer(calib, tmp_path / "c.json", zoom=True)
-    zoom, t = controller.technique, [0.0]
+    zoom, step = controller.technique, _stepper(controller, teacher)
     moved = _user(rng, shift=(2.4, -1.8))  # the user sat elsewhere: every reading moved by 3 deg
     before = _error(teacher.model, moved, _grid())
-
-    def step(row):
-        face = _face(row)
-        d = controller.step(t[0], face)
-        teacher.frame(t[0], face, d)
-        t[0] += 1 / 30
-        return d
-
     clicks, attempts = [], 40
     for target in rng.uniform([100, 100], [W - 100, H - 100], (attempts, 2)):
         first = next(row for row in moved(target, 120)[0] if "zoom" in step(row).events)  # one look, 4 s of frames
@@ -242,6 +255,105 @@ def test_the_learned_state_is_saved_with_the_calibration_and_old_files_keep_load
     recal, _ = _calibration(np.random.default_rng(5))
     other = Learner(recal, loaded.learned)
     assert other.n == 0 and np.allclose(other.model.predict(probe), recal.model.predict(probe))
+
+
+def test_no_learn_runs_the_calibrations_own_map_and_leaves_its_file_alone(tmp_path):
+    """--no-learn through the mouse's own pointer (app.pointer): a calibration file holding what 20
+    clicks taught it runs on the calibration's own map, and the pointer's dwell clicks leave the file
+    as it was, byte for byte; with learning on, the same file runs the learned map and the clicks are
+    learned and saved."""
+    import json
+
+    from pipeline.control.calibration import Calibration
+    from pipeline.control.learning import Learner
+
+    path, look = _learned_file(tmp_path / "c.json", 7)
+    made = path.read_bytes()
+    rng = np.random.default_rng(8)
+    probe = look(_grid(), exact=True)[0]
+    for learn in (False, True):
+        calib = Calibration.load(path, W, H)
+        taught = Learner(calib, calib.learned).model.predict(probe)
+        assert np.hypot(*(taught - calib.model.predict(probe)).T).max() > 5  # the clicks did change the map
+        controller, teacher, _ = _pointer(calib, path, learn=learn)
+        assert (teacher is not None) == learn
+        assert np.allclose(controller.technique.model.predict(probe), taught if learn else calib.model.predict(probe))
+        step = _stepper(controller, teacher)
+        for target in rng.uniform([100, 100], [W - 100, H - 100], (6, 2)):
+            next((d for d in map(step, look(target, 90)[0]) if d.click), None)  # a look until its dwell click
+        if teacher is not None:
+            teacher.close()
+        assert len(controller.backend.clicks) >= 5
+        if not learn:
+            assert path.read_bytes() == made, "--no-learn changed the calibration file"
+    saved = json.loads(path.read_text())["learned"]
+    assert saved["counts"]["learned"] > json.loads(made)["learned"]["counts"]["learned"]
+
+
+def test_reset_learning_forgets_what_clicks_taught_and_keeps_the_calibration(tmp_path):
+    """--reset-learning through the mouse's own pointer (app.pointer): the learned state saved in the
+    calibration file is emptied on disk at once, the calibration itself kept, and the pointer runs
+    the calibration's own map; with learning on it learns afresh from there, with --no-learn too it
+    learns nothing."""
+    import json
+
+    from pipeline.control.calibration import Calibration
+
+    for learn in (True, False):
+        path, look = _learned_file(tmp_path / f"c{learn}.json", 9)
+        made = json.loads(path.read_text())
+        assert made["learned"]["n"] > 0
+        calib = Calibration.load(path, W, H)
+        controller, teacher, lines = _pointer(calib, path, reset_learning=True, learn=learn)
+        on_disk = json.loads(path.read_text())
+        assert on_disk["learned"] == {} and any("forgot what clicks had taught" in line for line in lines), lines
+        assert {k: on_disk[k] for k in ("model", "anchors", "validation")} == \
+            {k: made[k] for k in ("model", "anchors", "validation")}
+        probe = look(_grid(), exact=True)[0]
+        assert np.allclose(controller.technique.model.predict(probe), calib.model.predict(probe))
+        assert (teacher is not None) == learn and (teacher is None or teacher.learner.n == 0)
+
+
+def test_clicks_all_in_one_corner_keep_the_calibrations_spread_over_the_screen():
+    """300 right clicks, all in the top-left fifth of the screen, then 300 more: the learned map keeps
+    the 5-target calibration's spread. Its predictions at the calibration's other targets (the centre
+    and the other corners) stay near the calibration's, and no further off after 300 more clicks, where
+    a map fitted on those clicks alone (what a learner without the calibration as prior makes of them)
+    pulls them hundreds of px toward the corner; and the map fits the corner."""
+    from pipeline.control.learning import Learner
+
+    rng = np.random.default_rng(10)
+    calib, look = _calibration(rng)
+    learner = Learner(calib)
+    x_targets = np.array([[np.nan if v is None else v for v in row] for row in calib.anchors["features"]])
+    others = np.hypot(*np.asarray(calib.anchors["points"]).T) > 500  # all but the top-left target
+    made = calib.model.predict(x_targets)
+    corner = [[0, 0], [W / 5, H / 5]]
+    before = _error(calib.model, look, _grid() / 5)  # on a grid over the corner
+
+    def clicks(n):
+        points = rng.uniform(*corner, (n, 2))
+        x = np.array([look(p)[0][0] for p in points])
+        for xi, p in zip(x, points):
+            learner.observe(xi, p)
+        return x, points
+
+    x, points = clicks(300)
+    moved = np.hypot(*(learner.model.predict(x_targets) - made).T)[others]
+    spread = np.ptp(learner.model.predict(x_targets), 0) / np.ptp(made, 0)
+    d = np.column_stack([np.ones(len(x)), x[:, :2]])  # the map of the gaze angles fitted on the clicks alone
+    alone = np.column_stack([np.ones(len(x_targets)), x_targets[:, :2]]) @ np.linalg.lstsq(d, points, rcond=None)[0]
+    moved_alone, spread_alone = np.hypot(*(alone - made).T)[others], np.ptp(alone, 0) / np.ptp(made, 0)
+    clicks(300)
+    moved_more = np.hypot(*(learner.model.predict(x_targets) - made).T)[others]
+    after = _error(learner.model, look, _grid() / 5)
+    print(f"300 clicks in the corner: the other targets moved {moved.mean():.0f} px (max {moved.max():.0f}), "
+          f"spread x {spread[0]:.2f} y {spread[1]:.2f}; 300 more: {moved_more.mean():.0f} px (max {moved_more.max():.0f}); "
+          f"fitted on the clicks alone: {moved_alone.mean():.0f} px, spread x {spread_alone[0]:.2f} y {spread_alone[1]:.2f}; "
+          f"error over the corner {before:.0f} px -> {after:.0f} px; {learner.summary()}")
+    assert learner.counts["learned"] >= 570 and after < 30
+    assert moved.max() < 300 and moved.mean() < 0.35 * moved_alone.mean() and moved_more.mean() < 1.25 * moved.mean()
+    assert np.all(spread > 0.6) and np.all(spread > spread_alone + 0.15)
 
 
 @pytest.mark.parametrize("layout", ["5", "9"])
