@@ -672,6 +672,27 @@ def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_r
     assert np.allclose(replay.model.predict(probe), learned.predict(probe), atol=0.5)
 
 
+def test_hand_clicks_in_a_wayland_session_say_in_one_line_they_hear_only_x11_windows(xserver, tmp_path, monkeypatch):
+    """--hand-clicks where the session is Wayland (the X server XWayland; here the private Xvfb stands in
+    for it): the listener starts and hears X11 windows' presses, and the teacher says in one line that
+    native Wayland windows' are not heard; in an X11 session that has WAYLAND_DISPLAY set it says nothing."""
+    from pipeline.control import calibration as cal
+    from pipeline.control.teaching import Teacher
+    from pipeline.control.xclicks import WAYLAND_NOTE
+
+    path = synthetic_calibration(tmp_path / "c.json")
+    for session, says in (("wayland", [WAYLAND_NOTE]), ("x11", [])):
+        monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+        monkeypatch.setenv("XDG_SESSION_TYPE", session)
+        lines = []
+        teacher = Teacher(cal.Calibration.load(path, 1920, 1080), path, hand_clicks=True, log=lines.append)
+        try:
+            assert teacher.hand is not None and teacher.hand.ok and lines == says, lines
+        finally:
+            teacher.close()
+    assert "X11 (XWayland) windows" in WAYLAND_NOTE and "\n" not in WAYLAND_NOTE
+
+
 def test_a_drift_is_fixed_by_one_look_at_the_paused_pointer(tmp_path, still):
     """The mouse's learning hook (control/teaching.Teacher) on the still subject's real frames: once
     the learner says the map has drifted, a pause, a look at the frozen pointer and a resume move the

@@ -90,6 +90,8 @@ class Teacher:
             if not self.hand.ok:
                 log(f"hand clicks cannot be heard here ({self.hand.reason}); the app's own clicks still teach")
                 self.hand = None
+            elif self.hand.note:
+                log(self.hand.note)
         self.controller, self.placed_by = None, POINTER
         self._pending: list = []  # the app's clicks on this frame: (point, the look's face or FRAME, source)
         self._own: deque = deque(maxlen=8)  # (t, point) of the app's own clicks, not to be heard as the hand's

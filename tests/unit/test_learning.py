@@ -356,6 +356,17 @@ def test_clicks_all_in_one_corner_keep_the_calibrations_spread_over_the_screen()
     assert np.all(spread > 0.6) and np.all(spread > spread_alone + 0.15)
 
 
+def test_a_wayland_session_is_told_from_an_x11_one():
+    """Hand clicks (control/xclicks.py) and the pointer's warning read the session the same way: Wayland
+    when XDG_SESSION_TYPE says so, or WAYLAND_DISPLAY is set in a session not called X11."""
+    from pipeline.control.xclicks import wayland_session
+
+    assert wayland_session({"XDG_SESSION_TYPE": "wayland", "WAYLAND_DISPLAY": "wayland-0"})
+    assert wayland_session({"XDG_SESSION_TYPE": "wayland"}) and wayland_session({"WAYLAND_DISPLAY": "wayland-0"})
+    assert not wayland_session({"XDG_SESSION_TYPE": "x11", "WAYLAND_DISPLAY": "wayland-0"})
+    assert not wayland_session({"XDG_SESSION_TYPE": "x11"}) and not wayland_session({})
+
+
 @pytest.mark.parametrize("layout", ["5", "9"])
 def test_online_evaluation_of_simulated_sessions(layout):
     """evaluate.online on 4x4 sessions of 6 simulated users whose gaze reads 0.5 of the head's pose,
