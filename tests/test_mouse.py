@@ -570,6 +570,54 @@ def test_pointing_test_bad_input_is_one_line_and_keeps_the_trials_done(pg, tmp_p
     assert not result["complete"] and result["trials_done"] >= 1 and result["stopped_by"] == "window closed"
 
 
+def _still_calibration(still, path):
+    """A 9-target calibration of the still subject, saved to `path`: his real samples of the still
+    frames (their frame-to-frame gaze jitter, head and openness), each target's gaze where a look at it
+    would read (18 deg to a side edge, 11 to the top) around his median gaze, with a webcam's error of
+    one look (1.5 deg SD, seeded): looking as he does at the start is looking at the centre."""
+    from pipeline.control import calibration as cal
+
+    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in still if f is not None) if a is not None])
+    pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
+    jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
+    points = cal.target_points("9", W, H)
+    gaze = np.median(rows[:30, :2], 0) - (points - [W / 2, H / 2]) / [W / 2, H / 2] * [18, 11]
+    gaze += np.random.default_rng(0).normal(0, 1.5, gaze.shape)
+    samples = {k: np.column_stack([jitter[k::9] + g, rows[k::9, 2:]]) for k, g in enumerate(gaze)}
+    screen = cal.ScreenGeometry(W, H, 344, 215, 600)
+    return cal.fit(points, samples, screen, "t", method="affine-gaze").save(path)
+
+
+def test_pointing_test_in_gaze_mode_learns_from_its_clicks_as_the_mouse_does_unless_no_learn(pg, tmp_path, still):
+    """`mouse --pointing-test --mode gaze` runs the mouse's own pointer (control/app.pointer): with
+    --no-learn its calibration file is left as it was, byte for byte; by default every selection (a
+    dwell click, recorded by --record) is taught to the calibration and saved in its file, as
+    `edgegaze mouse` would, and the page says the test ran learning."""
+    import csv
+    import json
+
+    path = _still_calibration(still, tmp_path / "c.json")
+    made = path.read_bytes()
+    out, record = tmp_path / "pt", tmp_path / "traj.csv"
+    base = ["mouse", "--input", str(shared_path(WEBCAM)), "--mode", "gaze", "--calibration", str(path), "--models",
+            MODELS, "--dwell", "--dwell-time", "0.5", "--dwell-radius", "80", "--max-frames", str(len(STILL)),
+            "--pointing-test", "--widths", "64", "--distances", "200", "--ring", "3", "--pointing-out", str(out),
+            "--record", str(record)]
+    for learn in (False, True):
+        _centre_pointer()
+        p = _cli(base + ([] if learn else ["--no-learn"]))
+        text, _ = p.communicate(timeout=240)
+        assert p.returncode in (0, 2) and "trials" in text, text  # all done, or the video ended first
+        result = json.loads((out / "pointing.json").read_text())
+        clicks = sum(bool(r["click"]) for r in csv.DictReader(record.open()))
+        assert clicks >= 2 and result["learning"] is learn, (clicks, result)
+        if not learn:
+            assert path.read_bytes() == made, "--no-learn changed the calibration file"
+    saved = json.loads(path.read_text())["learned"]
+    assert [c["source"] for c in saved["clicks"]] == ["pointer"] * clicks, saved["clicks"]
+    assert saved["counts"]["learned"] >= 1 and "learning from its clicks" in (out / "pointing.md").read_text()
+
+
 def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_refuses(pg, tmp_path, still):
     """`edgegaze mouse --mode gaze --dwell --hand-clicks` on the real pointer, a still subject's video as
     the camera: its dwell clicks are learned and saved into the calibration file; a hand click far from
@@ -580,19 +628,7 @@ def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_r
     from pipeline.control import calibration as cal
     from pipeline.control.learning import Learner
 
-    # A 9-target calibration of this subject: his real samples of the still frames (their frame-to-frame
-    # gaze jitter, head and openness), each target's gaze where a look at it would read (18 deg to a side
-    # edge, 11 to the top) around his median gaze, with a webcam's error of one look (1.5 deg SD, seeded):
-    # looking as he does at the start is looking at the centre.
-    rows = np.array([a for a in (cal.face_angles(f) for _, _, f in still if f is not None) if a is not None])
-    pad = np.pad(rows[:, :2], ((4, 4), (0, 0)), mode="edge")
-    jitter = rows[:, :2] - np.median(np.stack([pad[i:i + len(rows)] for i in range(9)]), 0)
-    points = cal.target_points("9", W, H)
-    gaze = np.median(rows[:30, :2], 0) - (points - [W / 2, H / 2]) / [W / 2, H / 2] * [18, 11]
-    gaze += np.random.default_rng(0).normal(0, 1.5, gaze.shape)
-    samples = {k: np.column_stack([jitter[k::9] + g, rows[k::9, 2:]]) for k, g in enumerate(gaze)}
-    screen = cal.ScreenGeometry(W, H, 344, 215, 600)
-    path = cal.fit(points, samples, screen, "t", method="affine-gaze").save(tmp_path / "c.json")
+    path = _still_calibration(still, tmp_path / "c.json")
     made = json.loads(path.read_text())
     pg.moveTo(W // 2, H // 2)
     # The camera is the still frames served live at 30 fps (a video file would be read as fast as the
@@ -634,6 +670,27 @@ def test_gaze_mouse_learns_from_its_dwell_clicks_and_not_from_a_click_the_gate_r
             assert replay.observe(np.array(c["x"], dtype=float), c["y"], c["source"]).accepted
     # the refused click changed nothing: the same map, to within the click log's rounding
     assert np.allclose(replay.model.predict(probe), learned.predict(probe), atol=0.5)
+
+
+def test_hand_clicks_in_a_wayland_session_say_in_one_line_they_hear_only_x11_windows(xserver, tmp_path, monkeypatch):
+    """--hand-clicks where the session is Wayland (the X server XWayland; here the private Xvfb stands in
+    for it): the listener starts and hears X11 windows' presses, and the teacher says in one line that
+    native Wayland windows' are not heard; in an X11 session that has WAYLAND_DISPLAY set it says nothing."""
+    from pipeline.control import calibration as cal
+    from pipeline.control.teaching import Teacher
+    from pipeline.control.xclicks import WAYLAND_NOTE
+
+    path = synthetic_calibration(tmp_path / "c.json")
+    for session, says in (("wayland", [WAYLAND_NOTE]), ("x11", [])):
+        monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+        monkeypatch.setenv("XDG_SESSION_TYPE", session)
+        lines = []
+        teacher = Teacher(cal.Calibration.load(path, 1920, 1080), path, hand_clicks=True, log=lines.append)
+        try:
+            assert teacher.hand is not None and teacher.hand.ok and lines == says, lines
+        finally:
+            teacher.close()
+    assert "X11 (XWayland) windows" in WAYLAND_NOTE and "\n" not in WAYLAND_NOTE
 
 
 def test_a_drift_is_fixed_by_one_look_at_the_paused_pointer(tmp_path, still):

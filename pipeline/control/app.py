@@ -242,12 +242,22 @@ def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=No
 
 def run_mouse(o: MouseOptions, log=print) -> MouseSummary:
     p = prepare(o, log)
+    controller, teacher = pointer(o, p, log)
+    return _drive(o, p.pipeline, p.source, controller, log, teacher)
+
+
+def pointer(o: MouseOptions, p: Prepared, log=print) -> tuple[MouseController, teaching.Teacher | None]:
+    """The pointer `edgegaze mouse` runs, for the mouse and its pointing test alike: the controller of
+    `o` (build_controller; zoom-to-click's magnifier on a real screen) and, where it reads a
+    calibration, learning from its clicks (teaching.start: --reset-learning first, then the learned
+    map in force and every click taught; None with --no-learn). The caller gives the teacher each
+    frame (Teacher.frame) and closes it, which saves what was learned."""
     view = ui.Magnifier() if o.pointer.zoom and p.backend.name == "pyautogui" else None
     controller = build_controller(o, p.backend, p.pipeline, p.calibration, p.source.fps, view)
     teacher = teaching.start(o.learning, p.calibration, p.calibration_path, log) if p.calibration is not None else None
     if teacher is not None:  # gaze+head's head turn puts the pointer on what the user looked at: its clicks are samples
         teacher.attach(controller, "head" if o.mode == modes.Mode.GAZE_HEAD else teaching.POINTER)
-    return _drive(o, p.pipeline, p.source, controller, log, teacher)
+    return controller, teacher
 
 
 def build_controller(o: MouseOptions, backend, pipeline, calib: cal.Calibration | None, fps: float,

@@ -16,7 +16,7 @@ import csv
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import MotionConfig, Screen, shape_step
 from pipeline.control.pointer import Action, ActionKind, Hold, Moment, Sample
 from pipeline.control.triggers import Blink, Dwell, EyesClosedPause
+from pipeline.control.xclicks import wayland_session
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import output_target, temp_beside
 from pipeline.results import FaceResult
@@ -45,7 +46,7 @@ def display_problem() -> str | None:
 
 
 def wayland_warning() -> str | None:
-    if os.environ.get("WAYLAND_DISPLAY") or os.environ.get("XDG_SESSION_TYPE") == "wayland":
+    if wayland_session():
         return ("warning: this is a Wayland session; pyautogui moves only XWayland's pointer, not the "
                 "desktop's. Log into an X11 session to drive the real pointer.")
     return None
@@ -364,7 +365,7 @@ class MouseController:
         return d
 
     def _act(self, action: Action, t: float, d: Decision) -> None:
-        action = Action(action.kind, np.asarray(action.xy, dtype=np.float64), action.source)
+        action = replace(action, xy=np.asarray(action.xy, dtype=np.float64))
         self.handlers[action.kind](action)
         if action.kind == ActionKind.PAUSE:
             d.events.append("pause" if self.paused else "resume")

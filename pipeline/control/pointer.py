@@ -82,11 +82,14 @@ class ActionKind(StrEnum):
 
 @dataclass(frozen=True)
 class Action:
-    """What a trigger asks for: `kind` at `xy` (screen px), from `source` ("dwell", "blink", "gesture")."""
+    """What a trigger asks for: `kind` at `xy` (screen px), from `source` ("dwell", "blink", "gesture");
+    `opened`, on a click picked in zoom-to-click's magnifier, the action that opened it (the first
+    selection: the look that aimed at what the click landed on)."""
 
     kind: ActionKind
     xy: np.ndarray
     source: str
+    opened: Action | None = None
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """`edgegaze mouse --pointing-test`: the ISO 9241-9 task (control/pointing.py) in a full-screen Tk
 window, driven by the pointer and clicks the other options set, as `edgegaze mouse` runs them.
 
-Each frame goes through the same controller as the mouse's; each click it makes is a selection,
-timed by the frame's timestamp (so a video can stand in for the camera). The test ends when every
-condition is done, the window is closed (or Escape), the input ends, the fail-safe corner or
-Ctrl-C; the trials done until then are scored either way. The result is pointing.score's, with
-what ran; evaluate/pointing.py writes it as JSON, Markdown, PNG and a page.
+Each frame goes through the same pointer as the mouse's (app.pointer: the same controller and, in
+the gaze modes, the same learning from clicks: the learned map in force, each selection taught
+unless --no-learn); each click it makes is a selection, timed by the frame's timestamp (so a video
+can stand in for the camera). The test ends when every condition is done, the window is closed (or
+Escape), the input ends, the fail-safe corner or Ctrl-C; the trials done until then are scored
+either way. The result is pointing.score's, with what ran; evaluate/pointing.py writes it as JSON,
+Markdown, PNG and a page.
 """
 
 from __future__ import annotations
@@ -32,20 +34,21 @@ def run_pointing_test(o: MouseOptions, log=print) -> dict:
                            before_models=lambda b: tasks.append(task_for(o, b.screen.width, b.screen.height)))
     task, calib = tasks[0], prepared.calibration
     screen = ui.PointingScreen(task.size[0], task.size[1])
-    view = ui.Magnifier() if o.pointer.zoom and prepared.backend.name == "pyautogui" else None
-    controller = app.build_controller(o, prepared.backend, prepared.pipeline, calib, prepared.source.fps, view)
+    controller, teacher = app.pointer(o, prepared, log)
     session = pointing.Session(task)
-    stopped, frames, start = _drive(o, prepared, controller, screen, session, log)
+    stopped, frames, start = _drive(o, prepared, controller, teacher, screen, session, log)
     result = pointing.score(task, session.selections)
     result.update(mode=str(o.mode), zoom=o.pointer.zoom, fixation_hold=o.pointer.fixation_hold,
-                  clicks=[k for k in ("dwell", "blink") if getattr(o.clicks, k)], input=o.input, frames=frames,
-                  stopped_by=stopped, seconds=round(time.perf_counter() - start, 1),
+                  learning=teacher is not None, clicks=[k for k in ("dwell", "blink") if getattr(o.clicks, k)],
+                  input=o.input, frames=frames, stopped_by=stopped, seconds=round(time.perf_counter() - start, 1),
                   calibration_error_deg=(calib.validation or {}).get("mean_error_deg") if calib is not None else None)
     return result
 
 
-def _drive(o: MouseOptions, prepared, controller, screen, session: pointing.Session, log) -> tuple[str, int, float]:
-    """Frames through the controller, its clicks into the session, until it ends: (why, frames, start time)."""
+def _drive(o: MouseOptions, prepared, controller, teacher, screen, session: pointing.Session,
+           log) -> tuple[str, int, float]:
+    """Frames through the controller, its clicks into the session and to the `teacher` (None: not
+    learning), until it ends: (why, frames, start time)."""
     recorder = TrajectoryRecorder(o.record) if o.record else None
     stopped, frames, start = "end of input", 0, time.perf_counter()
     total = len(session.task.expected())
@@ -55,7 +58,10 @@ def _drive(o: MouseOptions, prepared, controller, screen, session: pointing.Sess
             if isinstance(fr, CameraEvent):
                 camera.camera(controller, fr, log)
                 continue
-            d = controller.step(fr.timestamp, app._face(fr))
+            face = app._face(fr)
+            d = controller.step(fr.timestamp, face)
+            if teacher is not None:
+                teacher.frame(fr.timestamp, face, d)
             frames += 1
             if recorder:
                 recorder.write(fr.index, d)
@@ -76,6 +82,7 @@ def _drive(o: MouseOptions, prepared, controller, screen, session: pointing.Sess
     finally:
         source.close()
         screen.close()
-        if recorder is not None:
-            recorder.close()
+        for closing in (recorder, teacher):  # the teacher saves what the test's clicks taught
+            if closing is not None:
+                closing.close()
     return stopped, frames, start

@@ -3,10 +3,17 @@ which hooks onto the controller's actions (a click, a pause, a resume) and sees 
 
 - Every click the app makes is a sample: the features of the click's frame (for a blink click, of
   the last frame before the eyes closed) and the point the user looked at: where the pointer
-  rested (a dwell; a click picked in the zoom's magnifier) or was before the eyes closed (a
-  blink). In gaze mode the gaze map put the pointer there, so the learner takes it as such
-  (learning.POINTER); in gaze+head mode the head's fine turn put it on what the user looked at,
-  a sample the gate judges.
+  rested (a dwell) or was before the eyes closed (a blink). In gaze mode the gaze map put the
+  pointer there, so the learner takes it as such (learning.POINTER: it cannot tell the map's
+  error, and is not gated); in gaze+head mode the head's fine turn put it on what the user looked
+  at, a sample the gate judges.
+- A click picked in zoom-to-click's magnifier (any mode) is learned with the look that opened the
+  magnifier (the first selection's frame; a blink's last open-eyed one) and the screen point the
+  click went to: the second selection corrected where the map put the first, so the pair says how
+  wrong the map was there, a sample the gate judges (ZOOM), which enters the drift window. Only a
+  target inside the magnified region can be picked, so a drift larger than that region shows as
+  zooms the user cancels, not as clicks the gate refuses: zoom clicks let the map follow a drift
+  that stays within the region, and seldom flag one.
 - With `--hand-clicks`, the user's own mouse clicks too, where X11 lets a program hear them
   (control/xclicks.py): while the gaze pointer is paused the hand places the pointer, so such a
   click is a real sample of where the user looked, gated as any; while it runs, a hand click
@@ -34,6 +41,8 @@ from pipeline.settings import Options, setting
 
 SAVE_EVERY = 100  # clicks between saves (each a few ms); a crash loses at most these (a few minutes of clicking)
 LOOK_FRAMES = 30  # paused frames a look is read from: about the last second before resuming
+ZOOM = "zoom"  # a click picked in the magnifier, learned with the look that opened it (module docstring)
+FRAME = object()  # a pending click's look: the face of the frame it was made on
 OWN_CLICK_PX, OWN_CLICK_S = 2.0, 1.0  # a heard press this near one of the app's own clicks is that click
 
 
@@ -81,10 +90,13 @@ class Teacher:
             if not self.hand.ok:
                 log(f"hand clicks cannot be heard here ({self.hand.reason}); the app's own clicks still teach")
                 self.hand = None
+            elif self.hand.note:
+                log(self.hand.note)
         self.controller, self.placed_by = None, POINTER
-        self._pending: list = []  # the app's clicks on this frame: (point, source, when)
+        self._pending: list = []  # the app's clicks on this frame: (point, the look's face or FRAME, source)
         self._own: deque = deque(maxlen=8)  # (t, point) of the app's own clicks, not to be heard as the hand's
         self._open = None  # the face of the last frame the pointer followed open eyes (a blink's look)
+        self._opening = (None, None)  # the faces of the frame the magnifier last opened on, and of its _open
         self._look: deque = deque(maxlen=LOOK_FRAMES)
         self._warned = False
         self._unsaved = 0
@@ -105,19 +117,26 @@ class Teacher:
 
     def _clicked(self, action, t: float) -> None:
         """The controller clicked (inside its step): learned in `frame`, with the frame's face. A
-        blink clicks where the pointer was before the eyes closed; a dwell, and a click picked in the
-        zoom's magnifier, where the pointer rests, which is what the user looked at."""
-        blink = action.source == "blink"
-        point = np.asarray(action.xy if blink else self.controller.xy, np.float64)
-        self._pending.append((point, blink))
+        blink clicks where the pointer was before the eyes closed, learned with the last open-eyed
+        frame; a dwell where the pointer rests, which is what the user looked at. A click picked in
+        zoom-to-click's magnifier goes where the user picked, learned with the look that opened it."""
+        if action.opened is not None:
+            look = self._opening[action.opened.source == "blink"]
+            self._pending.append((np.asarray(action.xy, np.float64), look, ZOOM))
+        else:
+            blink = action.source == "blink"
+            point = np.asarray(action.xy if blink else self.controller.xy, np.float64)
+            self._pending.append((point, self._open if blink else FRAME, self.placed_by))
         self._own.append((t, np.asarray(action.xy, np.float64)))
 
     def frame(self, t: float, face, d) -> None:
         """After one pointer step (mouse.Decision `d`): learn from its click, a heard hand click, or
         gather the frames of a look while paused (a resume ends the look, `_paused`)."""
-        for point, blink in self._pending:
-            self._learn(self._open if blink else face, point, self.placed_by)
+        for point, look, source in self._pending:
+            self._learn(face if look is FRAME else look, point, source)
         self._pending = []
+        if "zoom" in d.events:  # the magnifier opened on this frame: a click picked in it is learned with this look
+            self._opening = (face, self._open)
         paused = d.state == "paused"
         for xy in self.hand.poll() if self.hand is not None else ():
             if not any(t - s <= OWN_CLICK_S and np.hypot(*(p - xy)) <= OWN_CLICK_PX for s, p in self._own):

@@ -1,23 +1,36 @@
 """The user's own mouse clicks, heard on X11 (`--hand-clicks`): the X RECORD extension delivers
 every button press on the display to a listener thread, with the pointer's screen position, and
-interferes with nothing (no grab). Windows, macOS and Wayland sessions give a program no such
-stream without an OS hook edgegaze does not install: there the option says why in one line and
-the app's own clicks still teach the calibration.
+interferes with nothing (no grab). Windows and macOS give a program no such stream without an OS
+hook edgegaze does not install: there the option says why in one line and the app's own clicks
+still teach the calibration. A Wayland session's X server is XWayland, which sees only the presses
+in X11 windows, not those in native Wayland windows: there the option works and says so in one line.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
 
+WAYLAND_NOTE = ("this is a Wayland session: hand clicks are heard only in X11 (XWayland) windows, not in native "
+                "Wayland ones")
+
+
+def wayland_session(env=os.environ) -> bool:
+    """A Wayland session (XDG_SESSION_TYPE says so, or WAYLAND_DISPLAY is set in a session not called
+    X11), whose X server, if any, is XWayland."""
+    kind = env.get("XDG_SESSION_TYPE", "").lower()
+    return kind == "wayland" or (bool(env.get("WAYLAND_DISPLAY")) and kind != "x11")
+
 
 class XClicks:
     """Button-1 presses anywhere on the X display, `poll()`ed per frame; `ok` False with `reason`
-    where they cannot be heard."""
+    where they cannot be heard; `note`, where they are heard only in part (a Wayland session)."""
 
     def __init__(self):
         self.ok, self.reason = False, ""
+        self.note = WAYLAND_NOTE if sys.platform.startswith("linux") and wayland_session() else ""
         self._queue: queue.Queue = queue.Queue()
         if not sys.platform.startswith("linux"):
             self.reason = "hand clicks are heard on X11 only (this is not Linux)"

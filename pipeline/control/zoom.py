@@ -73,12 +73,13 @@ class ZoomToClick:
         self.inner, self.screen, self.options, self.view = inner, screen, options or ZoomOptions(), view
         self.needs = inner.needs
         self.lens: Lens | None = None
+        self.opened: Action | None = None  # the selection that opened the magnifier
         self._left_at: float | None = None
         self.events: list[str] = []  # "zoom", "zoom cancelled": the controller reports and clears them
 
     # ---- the magnifier ----
     def open(self, action: Action) -> None:
-        self.lens = lens_at(action.xy, self.screen, self.options)
+        self.lens, self.opened = lens_at(action.xy, self.screen, self.options), action
         self._left_at = None
         if self.view is not None:
             self.view.open(self.lens)
@@ -132,4 +133,6 @@ class ZoomTrigger:
             self.trigger.reset()  # re-armed: resting on in the magnifier is the second selection
             return Action(ActionKind.ZOOM, a.xy, a.source)
         self.zoom.close()  # before the click, so that it reaches the window under the magnifier
-        return Action(ActionKind.CLICK, lens.to_screen(a.xy) if lens.contains(a.xy) else a.xy, a.source)
+        if not lens.contains(a.xy):
+            return Action(ActionKind.CLICK, a.xy, a.source)
+        return Action(ActionKind.CLICK, lens.to_screen(a.xy), a.source, opened=self.zoom.opened)

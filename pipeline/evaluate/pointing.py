@@ -32,6 +32,7 @@ def view(result: dict) -> View:
                                                   f"({result.get('stopped_by', 'interrupted')})"
     what = f"`--mode {result.get('mode', '?')}`" + (" with zoom-to-click" if result.get("zoom") else "") + \
         (" with fixation hold" if result.get("fixation_hold") else "") + \
+        (", learning from its clicks" if result.get("learning") else "") + \
         f", clicks: {', '.join(result.get('clicks') or ['none'])}"
     return View("Pointing test (ISO 9241-9, multi-directional)", [
         Text(f"{what}; {result['task']['screen_px'][0]}x{result['task']['screen_px'][1]} px screen, "
