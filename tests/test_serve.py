@@ -1,11 +1,13 @@
 """`edgegaze serve` with real clients: one server (`edgegaze serve --input <clip> --loop --lsl` on an
-ephemeral loopback port, a real subprocess) for the module, and against it PyGaze's low-level
-OpenGazeTracker, PyGaze's libopengaze flow twice (SDL's dummy video driver, a scripted key
-press where a person would press one), a raw-socket conformance check of the formatting rules, a
-pylsl inlet, the hostile cases, and SIGTERM last.
+ephemeral loopback port, a real subprocess, with the user's saved calibration in a private config
+folder) for the module, and against it PyGaze's low-level OpenGazeTracker, PyGaze's libopengaze
+flow twice (SDL's dummy video driver, a scripted key press where a person would press one), a
+raw-socket conformance check of the formatting rules, a calibration saved for the user, a pylsl
+inlet, the hostile cases, and SIGTERM last.
 
 The input is a 120-frame, 15 fps clip of webcam_640x480.mp4 with two 5-frame blank stretches
-(the face lost), replayed: a camera at 15 fps, its records' CNT modulo 120 the clip's frame.
+(the face lost), replayed: a camera at 15 fps, its records' CNT modulo 120 the clip's frame. The
+records are checked against the same pipeline run here on the clip (`clip`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from conftest import ROOT, need, sample_rows, shared_path
 
 CLIP_FRAMES, CLIP_FPS, BLANK = 120, 15, (40, 95)  # blank frames follow these clip indices
 SCREEN = (1920, 1080)
+USER = "tester"  # whose calibration the server reads and saves (--user)
 READY = re.compile(r"serving the Open Gaze API on 127\.0\.0\.1:(\d+)")
 # the spec's REC fields in its order (Open Gaze API 2.x, section 5), USER last
 SPEC_ORDER = ("CNT TIME TIME_TICK FPOGX FPOGY FPOGS FPOGD FPOGID FPOGV LPOGX LPOGY LPOGV RPOGX RPOGY RPOGV BPOGX BPOGY "
@@ -88,11 +91,11 @@ class Served:
         for line in self.proc.stderr:
             self.lines.append(line.rstrip())
 
-    def logged(self, pattern: str, timeout: float = 15.0) -> str:
-        """The first log line matching `pattern`, waiting for it."""
+    def logged(self, pattern: str, timeout: float = 15.0, since: int = 0) -> str:
+        """The first log line matching `pattern` from line `since` on, waiting for it."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            found = next((line for line in list(self.lines) if re.search(pattern, line)), None)
+            found = next((line for line in list(self.lines)[since:] if re.search(pattern, line)), None)
             if found or self.proc.poll() is not None:
                 break
             time.sleep(0.05)
@@ -104,15 +107,21 @@ class Served:
 def served(zoo_ready, tmp_path_factory):
     for module in ("lxml", "pylsl", "pygame", "pygaze"):
         need(module)
+    from pipeline.control.calibration import default_path
+
     folder = tmp_path_factory.mktemp("serve")
-    clip, calibration = make_clip(folder / "clip.mp4"), make_calibration(folder / "calibration.json")
     env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}  # no display: CALIBRATE_SHOW draws nothing
-    env["PYTHONPATH"] = str(ROOT)
+    env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(folder / "config"))
+    with pytest.MonkeyPatch.context() as mp:  # where the gaze mouse keeps the user's calibration for the screen
+        mp.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+        calibration = default_path(*SCREEN, USER)
+    clip = make_clip(folder / "clip.mp4")
+    make_calibration(calibration)
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--input", clip, "--loop", "--port", "0", "--lsl",
-                             "--screen-size", "x".join(map(str, SCREEN)), "--calibration", str(calibration)],
+                             "--screen-size", "x".join(map(str, SCREEN)), "--user", USER],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     s = Served(proc)
-    s.clip, s.calibration, s.folder = clip, calibration, folder
+    s.clip, s.calibration, s.folder, s.first = clip, calibration, folder, calibration.read_bytes()
     try:
         s.port = int(READY.search(s.logged(READY.pattern, timeout=180)).group(1))
         # a client that enables everything and never reads a byte, there from the start: every test
@@ -184,29 +193,62 @@ class Raw:
         self.sock.close()
 
 
-def expected_points(clip: str, calibration_path) -> dict[int, tuple[float, float] | None]:
-    """Clip frame -> the point of gaze (screen fractions) the pipeline and the calibration give
-    there, computed here, apart from the server (None where there is none)."""
-    import pipeline
-    from pipeline.control.calibration import Calibration, use_signals
+class Clip:
+    """The pipeline run here on the clip, apart from the server: each frame's largest face (None: no
+    face)."""
 
-    calibration = Calibration.load(calibration_path)
-    pipe = pipeline.build_pipeline()
-    use_signals(pipe)
-    out = {}
-    for fr in pipe.run(pipeline.open_source(clip)):
-        faces = sorted(fr.faces, key=lambda f: -float(np.prod(f.face.box[2:] - f.face.box[:2])))
-        p = pipeline.gaze_point(calibration, faces[0]) if faces else None
-        out[fr.index] = None if p is None else (p[0] / SCREEN[0], p[1] / SCREEN[1])
-    return out
+    def __init__(self, path: str):
+        import pipeline
+        from pipeline.control.calibration import use_signals
+
+        pipe = pipeline.build_pipeline()
+        use_signals(pipe)  # every gaze signal, as the server asks: the iris model runs
+        self.faces = {}
+        for fr in pipe.run(pipeline.open_source(path)):
+            faces = sorted(fr.faces, key=lambda f: -float(np.prod(f.face.box[2:] - f.face.box[:2])))
+            self.faces[fr.index] = faces[0] if faces else None
+
+    def points(self, calibration) -> dict[int, tuple[float, float] | None]:
+        """Clip frame -> the point of gaze (screen fractions) through `calibration` (None where there is none)."""
+        import pipeline
+
+        out = {}
+        for i, face in self.faces.items():
+            p = pipeline.gaze_point(calibration, face) if face is not None else None
+            out[i] = None if p is None else (p[0] / SCREEN[0], p[1] / SCREEN[1])
+        return out
+
+
+@pytest.fixture(scope="module")
+def clip(served) -> Clip:
+    return Clip(served.clip)
+
+
+def check_points(rows, expected, tolerance: float = 2e-3) -> int:
+    """Records' BPOG against the expected points of their clip frame; how many valid ones matched."""
+    checked = 0
+    for r in rows:
+        point = expected[int(r["CNT"]) % CLIP_FRAMES]
+        if point is None:  # no face there: the record still comes, invalid
+            assert r["BPOGV"] == "0" and r.get("FPOGV", "0") == "0", r
+        elif r["BPOGV"] == "1":  # (0 also while the eyes are closed)
+            assert abs(float(r["BPOGX"]) - point[0]) < tolerance and abs(float(r["BPOGY"]) - point[1]) < tolerance, (
+                r, point)
+            checked += 1
+    return checked
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # PyGaze's EBADF at close
-def test_pygaze_opengaze_tracker(served, tmp_path):
+def test_pygaze_opengaze_tracker(served, clip, tmp_path):
     """PyGaze's low-level client: the handshake (13 ENABLE_SEND ids, each waiting up to 9 s for its
     ACK), the info getters, samples equal to the pipeline's gaze at their frame through the calibration, a
-    USER_DATA marker in its log, and a 9-point calibration with its result."""
+    USER_DATA marker in its log, and a 9-point calibration with its result. The clip's subject looks at
+    none of the targets: the calibration's error is over the gaze mouse's limit, so it is not saved
+    (the user's file stays as it was) and this session uses it (its summary is the run's)."""
+    from pipeline.control.calibration import Calibration
     from pygaze._eyetracker.opengaze import OpenGazeTracker
+
+    mark = len(served.lines)
 
     tracker = OpenGazeTracker(port=served.port, logfile=str(tmp_path / "samples.tsv"))
     try:
@@ -238,15 +280,13 @@ def test_pygaze_opengaze_tracker(served, tmp_path):
     rows = [dict(zip(header, r)) for r in body]
     marked = [r["USER"] for r in rows].index("trial 1 start")
     assert marked >= 15 and [r["USER"] for r in rows].count("trial 1 start") == 1  # DUR 1: one record
-    expected, checked = expected_points(served.clip, served.calibration), 0
-    for r in rows[:marked + 5]:  # before the calibration this test runs replaces the file's
-        point = expected[int(r["CNT"]) % CLIP_FRAMES]
-        if point is None:  # no face there: the record still comes, invalid
-            assert r["BPOGV"] == "0" and r["FPOGV"] == "0", r
-        elif r["BPOGV"] == "1":  # (0 also while the eyes are closed)
-            assert abs(float(r["BPOGX"]) - point[0]) < 2e-3 and abs(float(r["BPOGY"]) - point[1]) < 2e-3, (r, point)
-            checked += 1
-    assert checked >= 15
+    # before the calibration this test runs, the session's is the user's saved one
+    assert check_points(rows[:marked + 5], clip.points(Calibration.load(served.calibration))) >= 15
+    fitted = served.logged(r"calibration by client #\d+ .*, 9 points: calibration error .*: mean (\d+) px", since=mark)
+    assert int(re.search(r": mean (\d+) px", fitted).group(1)) == round(float(error))  # the summary is the run's
+    refused = served.logged(r"calibration not saved to (.*) \((\d+) % of the screen width is above 15 %\); this session "
+                            "uses it", since=mark)
+    assert str(served.calibration) in refused and served.calibration.read_bytes() == served.first
 
 
 # PyGaze's reader thread calls recv on the socket its close() has just closed (EBADF): its own bug, at exit
@@ -395,6 +435,40 @@ def _calibration_on_the_wire(c: Raw) -> None:
     summary = c.ask('<GET ID="CALIBRATE_RESULT_SUMMARY" />')
     assert FLOAT.fullmatch(summary["AVE_ERROR"]) and summary["VALID_POINTS"] == str(sum(
         cal[6][f"LV{k}"] == "1" for k in (1, 2, 3)))
+
+
+def test_a_client_calibration_is_saved_for_the_user_as_the_gaze_mouse_reads_it(served, clip):
+    """The server started with the user's saved calibration (the file the gaze mouse reads, for this
+    user and screen size); a calibration a client runs is fitted the mouse's way and, its error
+    under the mouse's limit, saved there: the file loads as the mouse loads it, records that run and
+    its error, and the records that follow are that calibration's points of gaze. Its five targets
+    lie within a few pixels of each other, so that any gaze fits them that closely (the clip's
+    subject looks at none: spread targets are over the limit, as test_pygaze_opengaze_tracker's)."""
+    from pipeline.control.calibration import DEFAULT_MAX_ERROR_DEG, Calibration, error_too_large
+
+    served.logged(rf"calibration {re.escape(str(served.calibration))}: no validation in it")  # at start
+    mark, c = len(served.lines), Raw(served.port)
+    try:
+        points = [(0.5, 0.5), (0.502, 0.5), (0.5, 0.502), (0.502, 0.502), (0.501, 0.501)]
+        for line in ('<SET ID="CALIBRATE_CLEAR" />', *(f'<SET ID="CALIBRATE_ADDPOINT" X="{x}" Y="{y}" />' for x, y in points),
+                     '<SET ID="CALIBRATE_DELAY" VALUE="0" />', '<SET ID="CALIBRATE_TIMEOUT" VALUE="0.5" />',
+                     '<SET ID="CALIBRATE_START" STATE="1" />'):
+            c.ask(line)
+        c.wait("CAL", "CALIB_RESULT", timeout=60)
+        summary = c.ask('<GET ID="CALIBRATE_RESULT_SUMMARY" />')
+        served.logged(rf"calibration saved to {re.escape(str(served.calibration))}$", since=mark)
+        for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_POG_BEST" STATE="1" />',
+                     '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
+            c.ask(line)
+        c.pump(1.5)
+    finally:
+        c.close()
+    saved = Calibration.load(served.calibration, *SCREEN)  # as the gaze mouse loads it
+    v = saved.validation
+    assert saved.user == USER and saved.choice["signals"] and error_too_large(saved, DEFAULT_MAX_ERROR_DEG) is None
+    assert summary["AVE_ERROR"] == f"{v['mean_error_px']:.5f}" and int(summary["VALID_POINTS"]) == len(v["targets"]) >= 3
+    assert {(round(t["x_px"] / SCREEN[0], 4), round(t["y_px"] / SCREEN[1], 4)) for t in v["targets"]} <= set(points)
+    assert check_points(c.records(), clip.points(saved)) >= 10  # the session's calibration is the saved one
 
 
 def test_lsl_inlet_receives_the_gaze_with_capture_timestamps(served):
