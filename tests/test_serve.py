@@ -2,12 +2,13 @@
 ephemeral loopback port, a real subprocess, with the user's saved calibration in a private config
 folder) for the module, and against it PyGaze's low-level OpenGazeTracker, PyGaze's libopengaze
 flow twice (SDL's dummy video driver, a scripted key press where a person would press one), a
-raw-socket conformance check of the formatting rules, a calibration saved for the user, a pylsl
-inlet, the hostile cases, and SIGTERM last.
+raw-socket conformance check of the formatting rules and of the records' values, a calibration
+saved for the user, a pylsl inlet, the hostile cases, and SIGTERM last.
 
-The input is a 120-frame, 15 fps clip of webcam_640x480.mp4 with two 5-frame blank stretches
-(the face lost), replayed: a camera at 15 fps, its records' CNT modulo 120 the clip's frame. The
-records are checked against the same pipeline run here on the clip (`clip`).
+The input is a 120-frame, 15 fps clip of webcam_640x480.mp4 (its odd frames, one of which holds a
+blink) with two 5-frame blank stretches (the face lost), replayed: a camera at 15 fps, its records'
+CNT modulo 120 the clip's frame. The records are checked against the same pipeline run here on the
+clip (`clip`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def make_clip(path) -> str:
     written = 0
     for i in range(2 * CLIP_FRAMES):
         ok, image = src.read()
-        if i % 2 or written >= CLIP_FRAMES:
+        if not i % 2 or written >= CLIP_FRAMES:  # the odd frames: 59, the bottom of a blink, is the clip's 29
             continue
         out.write(image)
         written += 1
@@ -195,11 +196,12 @@ class Raw:
 
 class Clip:
     """The pipeline run here on the clip, apart from the server: each frame's largest face (None: no
-    face)."""
+    face), and the frames on which the gaze mouse's eye closure reads the eyes closed."""
 
     def __init__(self, path: str):
         import pipeline
         from pipeline.control.calibration import use_signals
+        from pipeline.control.clicks import EyeClosure
 
         pipe = pipeline.build_pipeline()
         use_signals(pipe)  # every gaze signal, as the server asks: the iris model runs
@@ -207,6 +209,9 @@ class Clip:
         for fr in pipe.run(pipeline.open_source(path)):
             faces = sorted(fr.faces, key=lambda f: -float(np.prod(f.face.box[2:] - f.face.box[:2])))
             self.faces[fr.index] = faces[0] if faces else None
+        closure = EyeClosure()  # over the clip twice: the server's has seen it before (its running median)
+        readings = [bool(f is not None and closure(f)) for _ in range(2) for f in self.faces.values()]
+        self.closed = {i for i, c in enumerate(readings[CLIP_FRAMES:]) if c}
 
     def points(self, calibration) -> dict[int, tuple[float, float] | None]:
         """Clip frame -> the point of gaze (screen fractions) through `calibration` (None where there is none)."""
@@ -356,18 +361,25 @@ def _space_at_every_prompt(keylist=None, timeout=None, flush=False):
     return None, time.monotonic() * 1000
 
 
-def test_raw_socket_conformance(served):
+def test_raw_socket_conformance(served, clip):
     """Every formatting rule on the wire: one element per line ending in \\r\\n, ASCII, values
     without space, '=' or unescaped '& < "', %.5f floats, integers without leading zeros, no blank
     line; every ENABLE_SEND_* acknowledged; REC fields in the spec's order with USER last, the ones
     without data sent invalid (or, with no validity flag in the spec, not at all); invalid points
     when the face is lost, the record still sent; USER_DATA's DUR; the calibration's records, their
-    attributes and their timing; the info IDs answered alike twice."""
-    c = Raw(served.port)
+    attributes and their timing; the info IDs answered alike twice. What a client enables is its
+    own: another client, enabling only the counter and USER_DATA, gets those fields only, of the
+    same samples (with USER_DATA's markers, which are the tracker's), and none of the CAL records of
+    the first one's calibration. The records' values: check_record_values."""
+    c, other = Raw(served.port), Raw(served.port)
     try:
         for group in ENABLE:
             assert c.ask(f'<SET ID="ENABLE_SEND_{group}" STATE="1" />')["STATE"] == "1"
         assert c.ask('<GET ID="ENABLE_SEND_DIAL" />')["STATE"] == "1"
+        for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_USER_DATA" STATE="1" />',
+                     '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
+            assert other.ask(line)["STATE"] == "1"
+        assert other.ask('<GET ID="ENABLE_SEND_POG_BEST" />')["STATE"] == "0"  # the first client's groups are its own
         info = [c.ask(f'<GET ID="{i}" />') for i in ("PRODUCT_ID", "SERIAL_ID", "COMPANY_ID", "API_ID", "SCREEN_SIZE",
                                                       "CAMERA_SIZE", "TIME_TICK_FREQUENCY")] * 2
         assert [{k: v for k, v in a.items() if k != "t"} for a in info[:7]] == [
@@ -383,8 +395,14 @@ def test_raw_socket_conformance(served):
         second.close()
         _calibration_on_the_wire(c)
         c.pump(4.5)  # a blank stretch of the clip comes every 4 s
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not {b + 1 for b in clip.closed} <= {int(r["CNT"]) % CLIP_FRAMES
+                                                                             for r in c.records()}:
+            c.pump(0.5)  # until a blink, and the frame after it, were served
+        other.pump(0.5)
     finally:
         c.close()
+        other.close()
     assert len(c.received) > 100
     for line in c.received:
         assert LINE.fullmatch(line), line
@@ -403,9 +421,56 @@ def test_raw_socket_conformance(served):
     lost = [r for r in recs if int(r["CNT"]) % CLIP_FRAMES in {b + k for b in BLANK for k in range(1, 6)}]
     assert lost and all(r[v] == "0" for r in lost for v in ("FPOGV", "LPOGV", "RPOGV", "BPOGV", "LPV", "RPV", "LPUPILV",
                                                               "RPUPILV"))
-    users = [r["USER"] for r in recs]
-    assert users.count("trial&#32;1&#32;&#61;&#32;&quot;a&amp;b&quot;&#32;&lt;d&#233;but&gt;") == 1
-    assert users[-1] == "block2" and users.count("block2") >= len(users) // 2 and users.count("from-second") == 1
+    for users in ([r["USER"] for r in recs], [r["USER"] for r in other.records()]):
+        assert users.count("trial&#32;1&#32;&#61;&#32;&quot;a&amp;b&quot;&#32;&lt;d&#233;but&gt;") == 1
+        assert users[-1] == "block2" and users.count("block2") >= len(users) // 2 and users.count("from-second") == 1
+    theirs = other.records()
+    assert {tuple(r) for r in theirs} == {("CNT", "USER")} and not [line for line in other.received if b"<CAL " in line]
+    assert {int(r["CNT"]) for r in theirs} >= set(counts)  # the same samples, each client's fields
+    check_record_values(recs, clip)
+
+
+def check_record_values(recs: list[dict], clip: Clip) -> None:
+    """The records' values, against the pipeline run here on the clip:
+    - the eyes' positions: in metres from the camera, 0.25-1.2 m away, both eyes at one distance,
+      the user's left eye on the image's right and 45-70 mm from the right one; projected back
+      through the documented camera (--camera-fov 60, x right, y up), each on its FaceMesh eye centre;
+    - the pupils: the iris model's iris centres (fractions of the image), each within its eye, valid
+      where the eyes are open; LPD and LPUPILD 0 (a webcam does not resolve the pupil: documented
+      absent); LPS the eyes' distance over one reference (the distance at calibration; 0.6 m before one);
+    - the blinks: BKID a blink's number on exactly the frames the gaze mouse's eye closure reads
+      closed (the points of gaze invalid there), one more at each blink; BKDUR the blink's length on
+      the records' clock once it ended; BKPMIN counting it."""
+    focal = 320 / np.tan(np.radians(60) / 2)  # 640x480
+    blinks, closed_at, references = [], None, set()
+    for r in recs:
+        frame = int(r["CNT"]) % CLIP_FRAMES
+        face, closed = clip.faces[frame], frame in clip.closed
+        assert (r["BKID"] != "0") == closed, (frame, r["BKID"])
+        if closed:
+            assert r["BPOGV"] == "0" and r["FPOGV"] == "0", r
+            if closed_at is None:
+                blinks.append(int(r["BKID"]))
+            closed_at = closed_at or float(r["TIME"])
+        elif closed_at is not None:  # the blink ended on this frame
+            assert abs(float(r["BKDUR"]) - (float(r["TIME"]) - closed_at)) < 3e-5 and int(r["BKPMIN"]) >= 1, r
+            closed_at = None
+        if face is None:
+            continue
+        eyes = [np.array([float(r[f"{e}EYE{a}"]) for a in "XYZ"]) for e in "LR"]
+        assert r["LPUPILV"] == r["RPUPILV"] == "1" and r["LPUPILD"] == r["RPUPILD"] == "0.00000"
+        assert 0.25 < eyes[0][2] < 1.2 and abs(eyes[0][2] - eyes[1][2]) < 0.01 * eyes[0][2], eyes
+        assert eyes[0][0] > eyes[1][0] and 0.045 < np.linalg.norm(eyes[0] - eyes[1]) < 0.07, eyes
+        for e, (x, y, z), eye, iris in (("L", eyes[0], face.landmarks.left_eye, face.gaze.left_iris),
+                                        ("R", eyes[1], face.landmarks.right_eye, face.gaze.right_iris)):
+            assert np.hypot(x * focal / z + 320 - eye[0], -y * focal / z + 240 - eye[1]) < 1.0, (frame, e, x, y, eye)
+            centre = np.array([float(r[f"{e}PCX"]) * 640, float(r[f"{e}PCY"]) * 480])
+            assert r[f"{e}PV"] == ("0" if closed else "1") and r[f"{e}PD"] == "0.00000", (frame, r)
+            assert np.hypot(*(centre - iris[:2])) < 1.0 and np.hypot(*(centre - eye[:2])) < 10, (frame, e, centre, iris)
+            references.add(round(z / float(r[f"{e}PS"]), 3))
+    assert blinks and blinks == list(range(blinks[0], blinks[0] + len(blinks))), blinks
+    distances = [float(r["LEYEZ"]) for r in recs if r["LPUPILV"] == "1"]
+    assert all(ref == 0.6 or min(distances) - 0.01 < ref < max(distances) + 0.01 for ref in references), references
 
 
 def _xml(text: str) -> str:
