@@ -3,7 +3,8 @@ ephemeral loopback port, a real subprocess, with the user's saved calibration in
 folder) for the module, and against it PyGaze's low-level OpenGazeTracker, PyGaze's libopengaze
 flow twice (SDL's dummy video driver, a scripted key press where a person would press one), a
 raw-socket conformance check of the formatting rules and of the records' values, a calibration
-saved for the user, a pylsl inlet, the hostile cases, and SIGTERM last.
+saved for the user, a pylsl inlet, the hostile cases, and SIGTERM last; and apart, a server on a
+camera URL (the MJPEG stand-in) listening on every interface, stopped by Ctrl-C.
 
 The input is a 120-frame, 15 fps clip of webcam_640x480.mp4 (its odd frames, one of which holds a
 blink) with two 5-frame blank stretches (the face lost), replayed: a camera at 15 fps, its records'
@@ -710,6 +711,72 @@ def test_calibrate_show_draws_the_targets_full_screen(tmp_path):
 
 def _windows(name: str) -> list[str]:
     return subprocess.run(["xdotool", "search", "--name", name], capture_output=True, text=True).stdout.split()
+
+
+def test_a_camera_served_on_every_interface_says_so_hides_its_credentials_and_stops_on_ctrl_c(zoo_ready, tmp_path):
+    """`serve` on a camera URL with a user and password (the MJPEG stand-in, HTTP Basic
+    authentication), on --host 0.0.0.0: it says at start, in one line, that it listens beyond
+    loopback; the credentials show nowhere: its output, what a client is sent, the LSL streams'
+    descriptions (the source id names the camera masked). Ctrl-C in the last moments of a client's
+    calibration (its fit, or its save) closes every client and exits 130 with its summary, and the
+    calibration folder holds no file or a whole one, nothing half-written beside it."""
+    pylsl = need("pylsl")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from mjpeg_camera import CameraProcess
+
+    from pipeline.control.calibration import Calibration
+
+    user, secret = "camuser", "s3cr3t-Pa55"
+    cam = CameraProcess("--video", str(shared_path("video/webcam_640x480.mp4")), "--frames", "60", "--user", user,
+                        "--password", secret)
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--input", cam.url(login=f"{user}:{secret}"),
+                             "--host", "0.0.0.0", "--port", "0", "--lsl", "--screen-size", "x".join(map(str, SCREEN)),
+                             "--user", USER], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    s = Served(proc)
+    reader = calibrating = None
+    try:
+        ready = r"serving the Open Gaze API on 0\.0\.0\.0:(\d+)"
+        port = int(re.search(ready, s.logged(ready, timeout=180)).group(1))
+        warned = [i for i, line in enumerate(s.lines) if "listening on 0.0.0.0, not loopback only" in line]
+        assert warned and warned[0] < [i for i, line in enumerate(s.lines) if "serving the Open Gaze API" in line][0]
+        masked = f"edgegaze-http://***@127.0.0.1:{cam.port}/video.mjpg"
+        assert pylsl.resolve_bypred(f"source_id='{masked}'", timeout=10), "no LSL stream named by the masked URL"
+        described = [info.as_xml() for info in pylsl.resolve_streams(wait_time=1.0)]
+        reader, calibrating = Raw(port), Raw(port)  # 0.0.0.0 is loopback too
+        for i in ("PRODUCT_ID", "SERIAL_ID", "CAMERA_SIZE"):
+            reader.ask(f'<GET ID="{i}" />')
+        for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
+            reader.ask(line)
+        for line in ('<SET ID="CALIBRATE_CLEAR" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.5" Y="0.5" />',
+                     '<SET ID="CALIBRATE_ADDPOINT" X="0.502" Y="0.5" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.5" Y="0.502" />',
+                     '<SET ID="CALIBRATE_DELAY" VALUE="0" />', '<SET ID="CALIBRATE_TIMEOUT" VALUE="0.3" />',
+                     '<SET ID="CALIBRATE_START" STATE="1" />'):
+            calibrating.ask(line)
+        for _ in range(3):
+            calibrating.wait("CAL", "CALIB_RESULT_PT")
+        proc.send_signal(signal.SIGINT)  # the fit runs now, or the save
+        assert proc.wait(timeout=30) == 130, "\n".join(s.lines[-20:])
+        for c in (reader, calibrating):
+            c.pump(5)
+            assert c.closed
+    finally:
+        for c in (reader, calibrating):
+            if c is not None:
+                c.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        cam.stop()
+    out = proc.stdout.read()
+    assert "stopped by interrupt" in out and not any("Traceback" in line for line in s.lines), "\n".join(s.lines)
+    for text in (out, "\n".join(s.lines), *described, *(b"".join(c.received).decode() for c in (reader, calibrating))):
+        assert user not in text and secret not in text, text[-500:]
+    files = [f for f in (tmp_path / "config").rglob("*") if f.is_file()]
+    assert len(files) <= 1 and all(f.name == f"{USER}_1920x1080.json" for f in files), files
+    for f in files:
+        Calibration.load(f, *SCREEN)  # whole
 
 
 def test_sigterm_closes_every_client_and_saves_nothing_half_written(served):
