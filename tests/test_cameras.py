@@ -1,8 +1,8 @@
 """Network cameras on loopback: a real MJPEG-over-HTTP camera (scripts/mjpeg_camera.py, fed from a
 shared video, in a process of its own) that the tests stop and restart while `run` and `mouse` read
 it. They reconnect and go on; the JSON Lines holds the gap; the mouse clicks nothing for the time
-the camera was gone; the camera's user and password appear in no file or stream the run wrote.
-A camera faster than the pipeline has its extra frames counted; one that stays
+the camera was gone; the camera's user and password appear in no file or stream the run (or
+`report`) wrote. A camera faster than the pipeline has its extra frames counted; one that stays
 gone past --reconnect ends the run. Bad URLs are one line and exit 2 for `run`, and the mouse
 waits for a camera that is not there."""
 
@@ -161,6 +161,25 @@ def test_run_counts_the_frames_it_had_no_time_for_and_gives_up_on_a_camera_that_
     assert len(warnings) == 1 and f"failed after {len(frames)} frame(s) (no frame from camera {camera_url} for 1 s, " \
         "gave up: " in warnings[0] and "--reconnect sets how long to wait" in warnings[0], warnings
     assert_nowhere([SECRET, USER], ["".join(run.out), stderr], out)
+
+
+def test_report_on_a_camera_url_never_shows_its_credentials(zoo_ready, tmp_path):
+    """`report` reads its frames from a camera URL with a user and password: report.json names the
+    camera masked, and the credentials are in no file it wrote (JSON, Markdown, pages, plots, the
+    folder's index) and not in its output."""
+    cam = camera("--user", USER, "--password", SECRET)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pipeline", "report", "--input", cam.url(login=f"{USER}:{SECRET}"),
+                               "--frames", "2", "--models", "mediapipe", "--out", tmp_path / "report"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        cam.stop()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["input"]["path"] == f"http://***@127.0.0.1:{cam.port}/video.mjpg" and report["input"]["frames"] == 2
+    assert {"report.md", "report.html", "index.html"} <= {f.name for f in (tmp_path / "report").iterdir()}
+    assert_nowhere([SECRET, USER], [proc.stdout, proc.stderr], tmp_path)
 
 
 @pytest.fixture
