@@ -89,6 +89,16 @@ class Served:
         self.proc, self.lines, self.port = proc, [], None
         threading.Thread(target=self._collect, daemon=True).start()
 
+    @classmethod
+    def start(cls, config, *args: str) -> "Served":
+        """`edgegaze serve ARGS` for the 1920x1080 screen and USER, whose config folder (the gaze
+        mouse's calibrations) is `config`; no display: CALIBRATE_SHOW draws nothing."""
+        env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+        env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(config))
+        return cls(subprocess.Popen([sys.executable, "-m", "pipeline", "serve", *args, "--screen-size",
+                                     "x".join(map(str, SCREEN)), "--user", USER], cwd=ROOT, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+
     def _collect(self):
         for line in self.proc.stderr:
             self.lines.append(line.rstrip())
@@ -112,17 +122,13 @@ def served(zoo_ready, tmp_path_factory):
     from pipeline.control.calibration import default_path
 
     folder = tmp_path_factory.mktemp("serve")
-    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}  # no display: CALIBRATE_SHOW draws nothing
-    env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(folder / "config"))
     with pytest.MonkeyPatch.context() as mp:  # where the gaze mouse keeps the user's calibration for the screen
-        mp.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+        mp.setenv("XDG_CONFIG_HOME", str(folder / "config"))
         calibration = default_path(*SCREEN, USER)
     clip = make_clip(folder / "clip.mp4")
     make_calibration(calibration)
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--input", clip, "--loop", "--port", "0", "--lsl",
-                             "--screen-size", "x".join(map(str, SCREEN)), "--user", USER],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    s = Served(proc)
+    s = Served.start(folder / "config", "--input", clip, "--loop", "--port", "0", "--lsl")
+    proc = s.proc
     s.clip, s.calibration, s.folder, s.first = clip, calibration, folder, calibration.read_bytes()
     try:
         s.port = int(READY.search(s.logged(READY.pattern, timeout=180)).group(1))
@@ -474,6 +480,13 @@ def check_record_values(recs: list[dict], clip: Clip) -> None:
     assert all(ref == 0.6 or min(distances) - 0.01 < ref < max(distances) + 0.01 for ref in references), references
 
 
+def calibration_commands(points, delay: float, timeout: float) -> list[str]:
+    """What a client sends to run a calibration on these points (screen fractions)."""
+    return ['<SET ID="CALIBRATE_CLEAR" />', *(f'<SET ID="CALIBRATE_ADDPOINT" X="{x}" Y="{y}" />' for x, y in points),
+            f'<SET ID="CALIBRATE_DELAY" VALUE="{delay}" />', f'<SET ID="CALIBRATE_TIMEOUT" VALUE="{timeout}" />',
+            '<SET ID="CALIBRATE_START" STATE="1" />']
+
+
 def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -516,9 +529,7 @@ def test_a_client_calibration_is_saved_for_the_user_as_the_gaze_mouse_reads_it(s
     mark, c = len(served.lines), Raw(served.port)
     try:
         points = [(0.5, 0.5), (0.502, 0.5), (0.5, 0.502), (0.502, 0.502), (0.501, 0.501)]
-        for line in ('<SET ID="CALIBRATE_CLEAR" />', *(f'<SET ID="CALIBRATE_ADDPOINT" X="{x}" Y="{y}" />' for x, y in points),
-                     '<SET ID="CALIBRATE_DELAY" VALUE="0" />', '<SET ID="CALIBRATE_TIMEOUT" VALUE="0.5" />',
-                     '<SET ID="CALIBRATE_START" STATE="1" />'):
+        for line in calibration_commands(points, 0, 0.5):
             c.ask(line)
         c.wait("CAL", "CALIB_RESULT", timeout=60)
         summary = c.ask('<GET ID="CALIBRATE_RESULT_SUMMARY" />')
@@ -677,10 +688,7 @@ def _killed_mid_calibration(served) -> None:
     client.wait(timeout=10)
     served.logged(r"calibration aborted: client #\d+ .* is gone")
     c = Raw(served.port)  # the next calibration runs
-    for line in ('<SET ID="CALIBRATE_CLEAR" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.2" Y="0.2" />',
-                 '<SET ID="CALIBRATE_ADDPOINT" X="0.8" Y="0.2" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.5" Y="0.8" />',
-                 '<SET ID="CALIBRATE_DELAY" VALUE="0" />', '<SET ID="CALIBRATE_TIMEOUT" VALUE="0.5" />',
-                 '<SET ID="CALIBRATE_START" STATE="1" />'):
+    for line in calibration_commands([(0.2, 0.2), (0.8, 0.2), (0.5, 0.8)], 0, 0.5):
         c.ask(line)
     assert "CALX3" in c.wait("CAL", "CALIB_RESULT", timeout=60)
     c.close()
@@ -729,12 +737,9 @@ def test_a_camera_served_on_every_interface_says_so_hides_its_credentials_and_st
     user, secret = "camuser", "s3cr3t-Pa55"
     cam = CameraProcess("--video", str(shared_path("video/webcam_640x480.mp4")), "--frames", "60", "--user", user,
                         "--password", secret)
-    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
-    env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(tmp_path / "config"))
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--input", cam.url(login=f"{user}:{secret}"),
-                             "--host", "0.0.0.0", "--port", "0", "--lsl", "--screen-size", "x".join(map(str, SCREEN)),
-                             "--user", USER], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    s = Served(proc)
+    s = Served.start(tmp_path / "config", "--input", cam.url(login=f"{user}:{secret}"), "--host", "0.0.0.0", "--port", "0",
+                     "--lsl")
+    proc = s.proc
     reader = calibrating = None
     try:
         ready = r"serving the Open Gaze API on 0\.0\.0\.0:(\d+)"
@@ -749,10 +754,7 @@ def test_a_camera_served_on_every_interface_says_so_hides_its_credentials_and_st
             reader.ask(f'<GET ID="{i}" />')
         for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
             reader.ask(line)
-        for line in ('<SET ID="CALIBRATE_CLEAR" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.5" Y="0.5" />',
-                     '<SET ID="CALIBRATE_ADDPOINT" X="0.502" Y="0.5" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.5" Y="0.502" />',
-                     '<SET ID="CALIBRATE_DELAY" VALUE="0" />', '<SET ID="CALIBRATE_TIMEOUT" VALUE="0.3" />',
-                     '<SET ID="CALIBRATE_START" STATE="1" />'):
+        for line in calibration_commands([(0.5, 0.5), (0.502, 0.5), (0.5, 0.502)], 0, 0.3):
             calibrating.ask(line)
         for _ in range(3):
             calibrating.wait("CAL", "CALIB_RESULT_PT")
