@@ -11,9 +11,10 @@ latency: the default pipeline with --slow-ms of sleep added per frame drives the
 (cv2.VideoCapture.read: frames queue in the socket and the decoder). Target: newest-frame p50 at
 most one pipeline time plus one frame interval.
 
-soak: the default pipeline on the camera for --minutes (what `edgegaze run` does: newest frame,
-reconnection), the camera killed every --drop-every minutes and restarted --drop-for seconds
-later. Every --sample seconds: RSS, open file descriptors and threads of the process (/proc),
+soak: the default pipeline on the camera for --minutes, read as `edgegaze run` reads a camera
+(newest frame, reconnection) but with this bench's own camera settings (a 5 s camera timeout,
+never giving up; run's defaults are 10 s and 120 s) and no outputs written, the camera killed
+every --drop-every minutes and restarted --drop-for seconds later. Every --sample seconds: RSS, open file descriptors and threads of the process (/proc),
 capture-to-result latency p50/p99, process CPU ms per frame (all threads: capture and decode
 included), frames taken and dropped. Checkpointed to live_soak.json at every sample.
 

@@ -4,11 +4,21 @@ serving costs: 4 clients at the camera's pace against none.
 One server (`edgegaze serve --input VIDEO --loop --port 0`, a real subprocess: a video stands in
 for a 30 fps camera, its frames released at their rate) is measured in interleaved windows: no
 client connected, then N clients (each enabling what PyGaze enables, then ENABLE_SEND_DATA), and
-so on, so a change of load on the machine hits both alike. Latency: each REC's TIME_TICK (the
-frame's capture time, time.perf_counter_ns on the server) against the moment the client's recv
-returned it (the same clock: CLOCK_MONOTONIC on Linux), so it includes the pipeline's work on the
-frame, the hand-off to the server's loop, the socket and the client's wake-up. CPU: the server
-process's CPU time (all threads, psutil) per second and per frame served, in each window.
+so on, so a change of load on the machine hits both alike. CPU: the server process's CPU time
+(all threads, psutil) per second and per frame served, in each window.
+
+Latency, every figure from a frame's capture (the REC's TIME_TICK: time.perf_counter_ns on the
+server, CLOCK_MONOTONIC, which the clients read too):
+- at the client: to the moment a bench client's recv returned the REC's line; every REC the
+  clients received in their windows (the pipeline's work, the hand-off to the server's loop, the
+  server's queue and write, the socket and the client's wake-up);
+- out of the server's socket (the server's own count, printed when it stops): to the moment the
+  kernel held the REC's last byte (asyncio's buffer empty after the write that carried it: a REC
+  that waited behind others counts its wait); every REC the server sent over the run, which is the
+  clients' RECs (also any sent after a client stopped reading at its window's end) plus the few
+  each `counter` probe is sent (two probes a window);
+- to the server's loop: to the moment its sample reached the server's loop, for the same RECs as
+  the socket's figure (so the two compare, and their difference is the time in the server).
 
     python benchmarks/bench_serve.py [--seconds 10] [--rounds 3] [--clients 4] [--out results/serve]
 """
@@ -42,6 +52,20 @@ GROUPS = ("COUNTER", "CURSOR", "EYE_LEFT", "EYE_RIGHT", "POG_BEST", "POG_FIX", "
           "PUPIL_RIGHT", "TIME", "TIME_TICK", "USER_DATA")
 COLUMNS = ["window", "clients", "seconds", "frames", "fps", "cpu_core_pct", "cpu_ms_per_frame", "records",
            "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_max_ms"]
+
+# what each latency figure of the summary measures, in the JSON beside the figures
+MEASURES = {
+    "latency": "capture (the REC's TIME_TICK) to a bench client's recv returning the REC; every REC the clients "
+               "received in their windows",
+    "socket": "capture to the REC's last byte held by the kernel (asyncio's buffer empty after its write; a REC "
+              "behind a backlog counts its wait); every REC the server sent over the run: the clients' (also any sent "
+              "after a client stopped reading at its window's end) and the few the counter probes are sent (two "
+              "probes a window); the server's own count",
+    "loop": "capture to the REC's sample reaching the server's loop; the same RECs as socket",
+    "in_server": "socket minus loop per REC (the server's queue and write); the same RECs as socket",
+}
+SERVER = re.compile(r"out of the socket: p50 ([\d.]+) ms, p99 ([\d.]+) ms over (\d+) records sent \(the same records "
+                    r"to the server's loop: p50 ([\d.]+), p99 ([\d.]+); in the server: p50 ([\d.]+), p99 ([\d.]+)\)")
 
 
 def start_server(video: str, extra: list[str]) -> tuple[subprocess.Popen, int]:
@@ -179,11 +203,23 @@ def main() -> None:
     finally:
         server.terminate()
         said = server.communicate(timeout=60)[0]
-    summary = summarize(rows, args.clients)
-    sent = re.search(r"out of the socket: p50 ([\d.]+) ms, p99 ([\d.]+) ms.*loop: p50 ([\d.]+), p99 ([\d.]+)", said)
-    if sent:  # the server's own figures, over the whole run: capture to the kernel's socket buffer
-        summary.update(zip(("socket_p50_ms", "socket_p99_ms", "loop_p50_ms", "loop_p99_ms"), map(float, sent.groups())))
+    summary = {**summarize(rows, args.clients), **server_figures(said)}
     write(Path(args.out), rows, summary, args, load_before)
+
+
+def server_figures(said: str) -> dict:
+    """The server's own latency figures, from the line it prints when it stops (none: it sent no REC)."""
+    m = SERVER.search(said)
+    if not m:
+        return {}
+    keys = ("socket_p50_ms", "socket_p99_ms", "socket_records", "loop_p50_ms", "loop_p99_ms", "in_server_p50_ms",
+            "in_server_p99_ms")
+    return {k: int(v) if k == "socket_records" else float(v) for k, v in zip(keys, m.groups())}
+
+
+def _ms(summary: dict, key: str) -> str:
+    value = summary.get(f"{key}_ms")
+    return "n/a" if value is None else f"{value:.1f} ms"
 
 
 def write(out: Path, rows: list[dict], summary: dict, args, load_before) -> None:
@@ -196,7 +232,7 @@ def write(out: Path, rows: list[dict], summary: dict, args, load_before) -> None
           f" (one frame at 30 fps: 33.3 ms); server CPU {summary['cpu_core_pct_served']:.1f} % of a core with {args.clients} clients, "
           f"{summary['cpu_core_pct_idle']:.1f} % with none ({summary['cpu_ratio']:.2f}x; per frame served "
           f"{summary['cpu_per_frame_ratio']:.2f}x)")
-    payload = {"machine": info, "video": args.video, "seconds": args.seconds, "summary": summary,
+    payload = {"machine": info, "video": args.video, "seconds": args.seconds, "summary": summary, "measures": MEASURES,
                "rows": [{k: v for k, v in r.items() if k != "latencies"} for r in rows]}
     intro = [f"`edgegaze serve --input {Path(args.video).name} --loop` (a {fps:.0f} fps camera's stand-in; the frames "
              f"per second it kept up with are in the table), "
@@ -205,10 +241,14 @@ def write(out: Path, rows: list[dict], summary: dict, args, load_before) -> None
              f"{info['load_average_before']} before, {info['load_average_after']} after.",
              f"Latency from each frame's capture (the REC's TIME_TICK) to its arrival at a client: p50 "
              f"{summary['latency_p50_ms']:.1f} ms, p99 {summary['latency_p99_ms']:.1f} ms over {summary['records']} "
-             f"records; to the REC leaving the server's socket (the server's own count, the whole run): p50 "
-             f"{summary.get('socket_p50_ms', math.nan):.1f} ms, p99 {summary.get('socket_p99_ms', math.nan):.1f} ms, of "
-             f"which capture to the sample on the server's loop (the pipeline's work and the hand-off): p50 "
-             f"{summary.get('loop_p50_ms', math.nan):.1f} ms, p99 {summary.get('loop_p99_ms', math.nan):.1f} ms. Server CPU: {summary['cpu_core_pct_served']:.1f} % of a core with {args.clients} clients, "
+             "records (every REC the clients received in their windows). The server's own count, over the whole run "
+             "(the same RECs and the few the counter probes are sent): to the REC's last byte held by the kernel "
+             f"(out of the socket; a REC that waited behind others counts its wait) p50 {_ms(summary, 'socket_p50')}, "
+             f"p99 {_ms(summary, 'socket_p99')} over {summary.get('socket_records', 0)} records; for the same "
+             f"records, to the sample reaching the server's loop (the pipeline's work and the hand-off) p50 "
+             f"{_ms(summary, 'loop_p50')}, p99 {_ms(summary, 'loop_p99')}, and in the server (its queue and write) "
+             f"p50 {_ms(summary, 'in_server_p50')}, p99 {_ms(summary, 'in_server_p99')}.",
+             f"Server CPU: {summary['cpu_core_pct_served']:.1f} % of a core with {args.clients} clients, "
              f"{summary['cpu_core_pct_idle']:.1f} % with none ({summary['cpu_ratio']:.2f}x); per frame served "
              f"{summary['cpu_ms_per_frame_served']:.2f} against {summary['cpu_ms_per_frame_idle']:.2f} ms "
              f"({summary['cpu_per_frame_ratio']:.2f}x: the windows served different numbers of frames where the "

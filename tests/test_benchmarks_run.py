@@ -78,6 +78,19 @@ def test_benchmark_runs_on_a_few_frames(zoo_ready, tmp_path, script, request):
     else:
         bench(script, *args, cwd=tmp_path)
     assert (tmp_path / result).exists() and (not (tmp_path / result).is_dir() or any((tmp_path / result).iterdir()))
+    if script == "bench_serve.py":
+        check_serve_latency(json.loads((tmp_path / result).read_text()))
+
+
+def check_serve_latency(payload: dict) -> None:
+    """bench_serve's server figures are one population counted twice: every REC out of the socket,
+    from capture to the server's loop and to the kernel; so each percentile of the first is at most
+    the second's, and the clients' RECs are among them."""
+    s = payload["summary"]
+    assert set(payload["measures"]) == {"latency", "socket", "loop", "in_server"}
+    assert s["socket_records"] >= s["records"] > 0, s
+    assert s["loop_p50_ms"] <= s["socket_p50_ms"] and s["loop_p99_ms"] <= s["socket_p99_ms"], s
+    assert 0 <= s["in_server_p50_ms"] <= s["in_server_p99_ms"], s
 
 
 def test_peers_page_in_a_browser(peers_out, browser):

@@ -1,8 +1,10 @@
 """Network cameras on loopback: a real MJPEG-over-HTTP camera (scripts/mjpeg_camera.py, fed from a
 shared video, in a process of its own) that the tests stop and restart while `run` and `mouse` read
 it. They reconnect and go on; the JSON Lines holds the gap; the mouse clicks nothing for the time
-the camera was gone; the camera's user and password appear in no file or stream the run wrote.
-Bad URLs are one line and exit 2 for `run`, and the mouse waits for a camera that is not there."""
+the camera was gone; the camera's user and password appear in no file or stream the run (or
+`report`) wrote. A camera faster than the pipeline has its extra frames counted; one that stays
+gone past --reconnect ends the run. Bad URLs are one line and exit 2 for `run`, and the mouse
+waits for a camera that is not there."""
 
 from __future__ import annotations
 
@@ -122,6 +124,62 @@ def test_run_reconnects_records_the_gap_and_never_shows_the_credentials(zoo_read
     stderr = "".join(run.err)
     assert f"http://***@127.0.0.1:{cam.port}/video.mjpg is gone" in stderr and "camera gone 1 time(s)" in stderr
     assert_nowhere([SECRET, USER], ["".join(run.out), stderr], out)
+
+
+def test_run_counts_the_frames_it_had_no_time_for_and_gives_up_on_a_camera_that_stays_gone(zoo_ready, tmp_path):
+    """A camera faster than the pipeline (the stand-in at 300 fps): the frames the pipeline had no
+    time for are counted on the JSON lines (`frames_dropped`) and in the stderr summary, the same
+    total. Then the camera goes and stays gone past --reconnect: the run ends by itself (exit 0)
+    with its outputs saved, one warning line saying it gave up and why, and a last gap record whose
+    `back` is false."""
+    cam = camera("--fps", "300", "--user", USER, "--password", SECRET)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = Cli("run", "--input", cam.url(login=f"{USER}:{SECRET}"), "--json", out / "gaze.jsonl", "--reconnect", "1",
+              "--camera-timeout", "1", cwd=out)
+    try:
+        while lines_in(out / ".gaze.jsonl.part") < 30:
+            assert run.proc.poll() is None, "".join(run.err)
+            time.sleep(0.1)
+    finally:
+        cam.stop()  # and it stays gone
+    code = run.proc.wait(timeout=60)
+    for reader in run.readers:
+        reader.join(10)
+    assert code == 0, "".join(run.err)
+    records = [json.loads(line) for line in (out / "gaze.jsonl").read_text().splitlines()]
+    frames = [r for r in records if "frame" in r]
+    dropped = sum(r.get("frames_dropped", 0) for r in frames)
+    assert dropped > 0 and all(r.get("frames_dropped", 1) >= 1 for r in frames), "the pipeline kept up with 300 fps?"
+    gap = records[-1]["gap"]
+    assert gap["back"] is False and gap["to_s"] is None and gap["attempts"] is None and gap["missing_s"] >= 0.9, gap
+    assert gap["after_frame"] == frames[-1]["frame"] and "gave up" in records[-1]["skipped"]["source_error"]
+    camera_url = f"http://***@127.0.0.1:{cam.port}/video.mjpg"
+    stderr = "".join(run.err)
+    assert f"{camera_url}: camera gone 1 time(s)" in stderr and f"; {dropped} frame(s) dropped while the pipeline" in stderr
+    warnings = [line for line in run.err if "warning" in line]
+    assert len(warnings) == 1 and f"failed after {len(frames)} frame(s) (no frame from camera {camera_url} for 1 s, " \
+        "gave up: " in warnings[0] and "--reconnect sets how long to wait" in warnings[0], warnings
+    assert_nowhere([SECRET, USER], ["".join(run.out), stderr], out)
+
+
+def test_report_on_a_camera_url_never_shows_its_credentials(zoo_ready, tmp_path):
+    """`report` reads its frames from a camera URL with a user and password: report.json names the
+    camera masked, and the credentials are in no file it wrote (JSON, Markdown, pages, plots, the
+    folder's index) and not in its output."""
+    cam = camera("--user", USER, "--password", SECRET)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pipeline", "report", "--input", cam.url(login=f"{USER}:{SECRET}"),
+                               "--frames", "2", "--models", "mediapipe", "--out", tmp_path / "report"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        cam.stop()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["input"]["path"] == f"http://***@127.0.0.1:{cam.port}/video.mjpg" and report["input"]["frames"] == 2
+    assert {"report.md", "report.html", "index.html"} <= {f.name for f in (tmp_path / "report").iterdir()}
+    assert_nowhere([SECRET, USER], [proc.stdout, proc.stderr], tmp_path)
 
 
 @pytest.fixture

@@ -1,11 +1,15 @@
 """`edgegaze serve` with real clients: one server (`edgegaze serve --input <clip> --loop --lsl` on an
-ephemeral loopback port, a real subprocess) for the module, and against it PyGaze's low-level
-OpenGazeTracker, PyGaze's libopengaze flow twice (SDL's dummy video driver, a scripted key
-press where a person would press one), a raw-socket conformance check of the formatting rules, a
-pylsl inlet, the hostile cases, and SIGTERM last.
+ephemeral loopback port, a real subprocess, with the user's saved calibration in a private config
+folder) for the module, and against it PyGaze's low-level OpenGazeTracker, PyGaze's libopengaze
+flow twice (SDL's dummy video driver, a scripted key press where a person would press one), a
+raw-socket conformance check of the formatting rules and of the records' values, a calibration
+saved for the user, a pylsl inlet, the hostile cases, and SIGTERM last; and apart, a server on a
+camera URL (the MJPEG stand-in) listening on every interface, stopped by Ctrl-C.
 
-The input is a 120-frame, 15 fps clip of webcam_640x480.mp4 with two 5-frame blank stretches
-(the face lost), replayed: a camera at 15 fps, its records' CNT modulo 120 the clip's frame.
+The input is a 120-frame, 15 fps clip of webcam_640x480.mp4 (its odd frames, one of which holds a
+blink) with two 5-frame blank stretches (the face lost), replayed: a camera at 15 fps, its records'
+CNT modulo 120 the clip's frame. The records are checked against the same pipeline run here on the
+clip (`clip`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from conftest import ROOT, need, sample_rows, shared_path
 
 CLIP_FRAMES, CLIP_FPS, BLANK = 120, 15, (40, 95)  # blank frames follow these clip indices
 SCREEN = (1920, 1080)
+USER = "tester"  # whose calibration the server reads and saves (--user)
 READY = re.compile(r"serving the Open Gaze API on 127\.0\.0\.1:(\d+)")
 # the spec's REC fields in its order (Open Gaze API 2.x, section 5), USER last
 SPEC_ORDER = ("CNT TIME TIME_TICK FPOGX FPOGY FPOGS FPOGD FPOGID FPOGV LPOGX LPOGY LPOGV RPOGX RPOGY RPOGV BPOGX BPOGY "
@@ -52,7 +57,7 @@ def make_clip(path) -> str:
     written = 0
     for i in range(2 * CLIP_FRAMES):
         ok, image = src.read()
-        if i % 2 or written >= CLIP_FRAMES:
+        if not i % 2 or written >= CLIP_FRAMES:  # the odd frames: 59, the bottom of a blink, is the clip's 29
             continue
         out.write(image)
         written += 1
@@ -84,15 +89,25 @@ class Served:
         self.proc, self.lines, self.port = proc, [], None
         threading.Thread(target=self._collect, daemon=True).start()
 
+    @classmethod
+    def start(cls, config, *args: str) -> "Served":
+        """`edgegaze serve ARGS` for the 1920x1080 screen and USER, whose config folder (the gaze
+        mouse's calibrations) is `config`; no display: CALIBRATE_SHOW draws nothing."""
+        env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+        env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(config))
+        return cls(subprocess.Popen([sys.executable, "-m", "pipeline", "serve", *args, "--screen-size",
+                                     "x".join(map(str, SCREEN)), "--user", USER], cwd=ROOT, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+
     def _collect(self):
         for line in self.proc.stderr:
             self.lines.append(line.rstrip())
 
-    def logged(self, pattern: str, timeout: float = 15.0) -> str:
-        """The first log line matching `pattern`, waiting for it."""
+    def logged(self, pattern: str, timeout: float = 15.0, since: int = 0) -> str:
+        """The first log line matching `pattern` from line `since` on, waiting for it."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            found = next((line for line in list(self.lines) if re.search(pattern, line)), None)
+            found = next((line for line in list(self.lines)[since:] if re.search(pattern, line)), None)
             if found or self.proc.poll() is not None:
                 break
             time.sleep(0.05)
@@ -104,15 +119,17 @@ class Served:
 def served(zoo_ready, tmp_path_factory):
     for module in ("lxml", "pylsl", "pygame", "pygaze"):
         need(module)
+    from pipeline.control.calibration import default_path
+
     folder = tmp_path_factory.mktemp("serve")
-    clip, calibration = make_clip(folder / "clip.mp4"), make_calibration(folder / "calibration.json")
-    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}  # no display: CALIBRATE_SHOW draws nothing
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--input", clip, "--loop", "--port", "0", "--lsl",
-                             "--screen-size", "x".join(map(str, SCREEN)), "--calibration", str(calibration)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    s = Served(proc)
-    s.clip, s.calibration, s.folder = clip, calibration, folder
+    with pytest.MonkeyPatch.context() as mp:  # where the gaze mouse keeps the user's calibration for the screen
+        mp.setenv("XDG_CONFIG_HOME", str(folder / "config"))
+        calibration = default_path(*SCREEN, USER)
+    clip = make_clip(folder / "clip.mp4")
+    make_calibration(calibration)
+    s = Served.start(folder / "config", "--input", clip, "--loop", "--port", "0", "--lsl")
+    proc = s.proc
+    s.clip, s.calibration, s.folder, s.first = clip, calibration, folder, calibration.read_bytes()
     try:
         s.port = int(READY.search(s.logged(READY.pattern, timeout=180)).group(1))
         # a client that enables everything and never reads a byte, there from the start: every test
@@ -184,29 +201,66 @@ class Raw:
         self.sock.close()
 
 
-def expected_points(clip: str, calibration_path) -> dict[int, tuple[float, float] | None]:
-    """Clip frame -> the point of gaze (screen fractions) the pipeline and the calibration give
-    there, computed here, apart from the server (None where there is none)."""
-    import pipeline
-    from pipeline.control.calibration import Calibration, use_signals
+class Clip:
+    """The pipeline run here on the clip, apart from the server: each frame's largest face (None: no
+    face), and the frames on which the gaze mouse's eye closure reads the eyes closed."""
 
-    calibration = Calibration.load(calibration_path)
-    pipe = pipeline.build_pipeline()
-    use_signals(pipe)
-    out = {}
-    for fr in pipe.run(pipeline.open_source(clip)):
-        faces = sorted(fr.faces, key=lambda f: -float(np.prod(f.face.box[2:] - f.face.box[:2])))
-        p = pipeline.gaze_point(calibration, faces[0]) if faces else None
-        out[fr.index] = None if p is None else (p[0] / SCREEN[0], p[1] / SCREEN[1])
-    return out
+    def __init__(self, path: str):
+        import pipeline
+        from pipeline.control.calibration import use_signals
+        from pipeline.control.clicks import EyeClosure
+
+        pipe = pipeline.build_pipeline()
+        use_signals(pipe)  # every gaze signal, as the server asks: the iris model runs
+        self.faces = {}
+        for fr in pipe.run(pipeline.open_source(path)):
+            faces = sorted(fr.faces, key=lambda f: -float(np.prod(f.face.box[2:] - f.face.box[:2])))
+            self.faces[fr.index] = faces[0] if faces else None
+        closure = EyeClosure()  # over the clip twice: the server's has seen it before (its running median)
+        readings = [bool(f is not None and closure(f)) for _ in range(2) for f in self.faces.values()]
+        self.closed = {i for i, c in enumerate(readings[CLIP_FRAMES:]) if c}
+
+    def points(self, calibration) -> dict[int, tuple[float, float] | None]:
+        """Clip frame -> the point of gaze (screen fractions) through `calibration` (None where there is none)."""
+        import pipeline
+
+        out = {}
+        for i, face in self.faces.items():
+            p = pipeline.gaze_point(calibration, face) if face is not None else None
+            out[i] = None if p is None else (p[0] / SCREEN[0], p[1] / SCREEN[1])
+        return out
+
+
+@pytest.fixture(scope="module")
+def clip(served) -> Clip:
+    return Clip(served.clip)
+
+
+def check_points(rows, expected, tolerance: float = 2e-3) -> int:
+    """Records' BPOG against the expected points of their clip frame; how many valid ones matched."""
+    checked = 0
+    for r in rows:
+        point = expected[int(r["CNT"]) % CLIP_FRAMES]
+        if point is None:  # no face there: the record still comes, invalid
+            assert r["BPOGV"] == "0" and r.get("FPOGV", "0") == "0", r
+        elif r["BPOGV"] == "1":  # (0 also while the eyes are closed)
+            assert abs(float(r["BPOGX"]) - point[0]) < tolerance and abs(float(r["BPOGY"]) - point[1]) < tolerance, (
+                r, point)
+            checked += 1
+    return checked
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # PyGaze's EBADF at close
-def test_pygaze_opengaze_tracker(served, tmp_path):
+def test_pygaze_opengaze_tracker(served, clip, tmp_path):
     """PyGaze's low-level client: the handshake (13 ENABLE_SEND ids, each waiting up to 9 s for its
     ACK), the info getters, samples equal to the pipeline's gaze at their frame through the calibration, a
-    USER_DATA marker in its log, and a 9-point calibration with its result."""
+    USER_DATA marker in its log, and a 9-point calibration with its result. The clip's subject looks at
+    none of the targets: the calibration's error is over the gaze mouse's limit, so it is not saved
+    (the user's file stays as it was) and this session uses it (its summary is the run's)."""
+    from pipeline.control.calibration import Calibration
     from pygaze._eyetracker.opengaze import OpenGazeTracker
+
+    mark = len(served.lines)
 
     tracker = OpenGazeTracker(port=served.port, logfile=str(tmp_path / "samples.tsv"))
     try:
@@ -238,15 +292,13 @@ def test_pygaze_opengaze_tracker(served, tmp_path):
     rows = [dict(zip(header, r)) for r in body]
     marked = [r["USER"] for r in rows].index("trial 1 start")
     assert marked >= 15 and [r["USER"] for r in rows].count("trial 1 start") == 1  # DUR 1: one record
-    expected, checked = expected_points(served.clip, served.calibration), 0
-    for r in rows[:marked + 5]:  # before the calibration this test runs replaces the file's
-        point = expected[int(r["CNT"]) % CLIP_FRAMES]
-        if point is None:  # no face there: the record still comes, invalid
-            assert r["BPOGV"] == "0" and r["FPOGV"] == "0", r
-        elif r["BPOGV"] == "1":  # (0 also while the eyes are closed)
-            assert abs(float(r["BPOGX"]) - point[0]) < 2e-3 and abs(float(r["BPOGY"]) - point[1]) < 2e-3, (r, point)
-            checked += 1
-    assert checked >= 15
+    # before the calibration this test runs, the session's is the user's saved one
+    assert check_points(rows[:marked + 5], clip.points(Calibration.load(served.calibration))) >= 15
+    fitted = served.logged(r"calibration by client #\d+ .*, 9 points: calibration error .*: mean (\d+) px", since=mark)
+    assert int(re.search(r": mean (\d+) px", fitted).group(1)) == round(float(error))  # the summary is the run's
+    refused = served.logged(r"calibration not saved to (.*) \((\d+) % of the screen width is above 15 %\); this session "
+                            "uses it", since=mark)
+    assert str(served.calibration) in refused and served.calibration.read_bytes() == served.first
 
 
 # PyGaze's reader thread calls recv on the socket its close() has just closed (EBADF): its own bug, at exit
@@ -316,18 +368,25 @@ def _space_at_every_prompt(keylist=None, timeout=None, flush=False):
     return None, time.monotonic() * 1000
 
 
-def test_raw_socket_conformance(served):
+def test_raw_socket_conformance(served, clip):
     """Every formatting rule on the wire: one element per line ending in \\r\\n, ASCII, values
     without space, '=' or unescaped '& < "', %.5f floats, integers without leading zeros, no blank
     line; every ENABLE_SEND_* acknowledged; REC fields in the spec's order with USER last, the ones
     without data sent invalid (or, with no validity flag in the spec, not at all); invalid points
     when the face is lost, the record still sent; USER_DATA's DUR; the calibration's records, their
-    attributes and their timing; the info IDs answered alike twice."""
-    c = Raw(served.port)
+    attributes and their timing; the info IDs answered alike twice. What a client enables is its
+    own: another client, enabling only the counter and USER_DATA, gets those fields only, of the
+    same samples (with USER_DATA's markers, which are the tracker's), and none of the CAL records of
+    the first one's calibration. The records' values: check_record_values."""
+    c, other = Raw(served.port), Raw(served.port)
     try:
         for group in ENABLE:
             assert c.ask(f'<SET ID="ENABLE_SEND_{group}" STATE="1" />')["STATE"] == "1"
         assert c.ask('<GET ID="ENABLE_SEND_DIAL" />')["STATE"] == "1"
+        for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_USER_DATA" STATE="1" />',
+                     '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
+            assert other.ask(line)["STATE"] == "1"
+        assert other.ask('<GET ID="ENABLE_SEND_POG_BEST" />')["STATE"] == "0"  # the first client's groups are its own
         info = [c.ask(f'<GET ID="{i}" />') for i in ("PRODUCT_ID", "SERIAL_ID", "COMPANY_ID", "API_ID", "SCREEN_SIZE",
                                                       "CAMERA_SIZE", "TIME_TICK_FREQUENCY")] * 2
         assert [{k: v for k, v in a.items() if k != "t"} for a in info[:7]] == [
@@ -343,8 +402,14 @@ def test_raw_socket_conformance(served):
         second.close()
         _calibration_on_the_wire(c)
         c.pump(4.5)  # a blank stretch of the clip comes every 4 s
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not {b + 1 for b in clip.closed} <= {int(r["CNT"]) % CLIP_FRAMES
+                                                                             for r in c.records()}:
+            c.pump(0.5)  # until a blink, and the frame after it, were served
+        other.pump(0.5)
     finally:
         c.close()
+        other.close()
     assert len(c.received) > 100
     for line in c.received:
         assert LINE.fullmatch(line), line
@@ -363,9 +428,63 @@ def test_raw_socket_conformance(served):
     lost = [r for r in recs if int(r["CNT"]) % CLIP_FRAMES in {b + k for b in BLANK for k in range(1, 6)}]
     assert lost and all(r[v] == "0" for r in lost for v in ("FPOGV", "LPOGV", "RPOGV", "BPOGV", "LPV", "RPV", "LPUPILV",
                                                               "RPUPILV"))
-    users = [r["USER"] for r in recs]
-    assert users.count("trial&#32;1&#32;&#61;&#32;&quot;a&amp;b&quot;&#32;&lt;d&#233;but&gt;") == 1
-    assert users[-1] == "block2" and users.count("block2") >= len(users) // 2 and users.count("from-second") == 1
+    for users in ([r["USER"] for r in recs], [r["USER"] for r in other.records()]):
+        assert users.count("trial&#32;1&#32;&#61;&#32;&quot;a&amp;b&quot;&#32;&lt;d&#233;but&gt;") == 1
+        assert users[-1] == "block2" and users.count("block2") >= len(users) // 2 and users.count("from-second") == 1
+    theirs = other.records()
+    assert {tuple(r) for r in theirs} == {("CNT", "USER")} and not [line for line in other.received if b"<CAL " in line]
+    assert {int(r["CNT"]) for r in theirs} >= set(counts)  # the same samples, each client's fields
+    check_record_values(recs, clip)
+
+
+def check_record_values(recs: list[dict], clip: Clip) -> None:
+    """The records' values, against the pipeline run here on the clip:
+    - the eyes' positions: in metres from the camera, 0.25-1.2 m away, both eyes at one distance,
+      the user's left eye on the image's right and 45-70 mm from the right one; projected back
+      through the documented camera (--camera-fov 60, x right, y up), each on its FaceMesh eye centre;
+    - the pupils: the iris model's iris centres (fractions of the image), each within its eye, valid
+      where the eyes are open; LPD and LPUPILD 0 (a webcam does not resolve the pupil: documented
+      absent); LPS the eyes' distance over one reference (the distance at calibration; 0.6 m before one);
+    - the blinks: BKID a blink's number on exactly the frames the gaze mouse's eye closure reads
+      closed (the points of gaze invalid there), one more at each blink; BKDUR the blink's length on
+      the records' clock once it ended; BKPMIN counting it."""
+    focal = 320 / np.tan(np.radians(60) / 2)  # 640x480
+    blinks, closed_at, references = [], None, set()
+    for r in recs:
+        frame = int(r["CNT"]) % CLIP_FRAMES
+        face, closed = clip.faces[frame], frame in clip.closed
+        assert (r["BKID"] != "0") == closed, (frame, r["BKID"])
+        if closed:
+            assert r["BPOGV"] == "0" and r["FPOGV"] == "0", r
+            if closed_at is None:
+                blinks.append(int(r["BKID"]))
+            closed_at = closed_at or float(r["TIME"])
+        elif closed_at is not None:  # the blink ended on this frame
+            assert abs(float(r["BKDUR"]) - (float(r["TIME"]) - closed_at)) < 3e-5 and int(r["BKPMIN"]) >= 1, r
+            closed_at = None
+        if face is None:
+            continue
+        eyes = [np.array([float(r[f"{e}EYE{a}"]) for a in "XYZ"]) for e in "LR"]
+        assert r["LPUPILV"] == r["RPUPILV"] == "1" and r["LPUPILD"] == r["RPUPILD"] == "0.00000"
+        assert 0.25 < eyes[0][2] < 1.2 and abs(eyes[0][2] - eyes[1][2]) < 0.01 * eyes[0][2], eyes
+        assert eyes[0][0] > eyes[1][0] and 0.045 < np.linalg.norm(eyes[0] - eyes[1]) < 0.07, eyes
+        for e, (x, y, z), eye, iris in (("L", eyes[0], face.landmarks.left_eye, face.gaze.left_iris),
+                                        ("R", eyes[1], face.landmarks.right_eye, face.gaze.right_iris)):
+            assert np.hypot(x * focal / z + 320 - eye[0], -y * focal / z + 240 - eye[1]) < 1.0, (frame, e, x, y, eye)
+            centre = np.array([float(r[f"{e}PCX"]) * 640, float(r[f"{e}PCY"]) * 480])
+            assert r[f"{e}PV"] == ("0" if closed else "1") and r[f"{e}PD"] == "0.00000", (frame, r)
+            assert np.hypot(*(centre - iris[:2])) < 1.0 and np.hypot(*(centre - eye[:2])) < 10, (frame, e, centre, iris)
+            references.add(round(z / float(r[f"{e}PS"]), 3))
+    assert blinks and blinks == list(range(blinks[0], blinks[0] + len(blinks))), blinks
+    distances = [float(r["LEYEZ"]) for r in recs if r["LPUPILV"] == "1"]
+    assert all(ref == 0.6 or min(distances) - 0.01 < ref < max(distances) + 0.01 for ref in references), references
+
+
+def calibration_commands(points, delay: float, timeout: float) -> list[str]:
+    """What a client sends to run a calibration on these points (screen fractions)."""
+    return ['<SET ID="CALIBRATE_CLEAR" />', *(f'<SET ID="CALIBRATE_ADDPOINT" X="{x}" Y="{y}" />' for x, y in points),
+            f'<SET ID="CALIBRATE_DELAY" VALUE="{delay}" />', f'<SET ID="CALIBRATE_TIMEOUT" VALUE="{timeout}" />',
+            '<SET ID="CALIBRATE_START" STATE="1" />']
 
 
 def _xml(text: str) -> str:
@@ -395,6 +514,38 @@ def _calibration_on_the_wire(c: Raw) -> None:
     summary = c.ask('<GET ID="CALIBRATE_RESULT_SUMMARY" />')
     assert FLOAT.fullmatch(summary["AVE_ERROR"]) and summary["VALID_POINTS"] == str(sum(
         cal[6][f"LV{k}"] == "1" for k in (1, 2, 3)))
+
+
+def test_a_client_calibration_is_saved_for_the_user_as_the_gaze_mouse_reads_it(served, clip):
+    """The server started with the user's saved calibration (the file the gaze mouse reads, for this
+    user and screen size); a calibration a client runs is fitted the mouse's way and, its error
+    under the mouse's limit, saved there: the file loads as the mouse loads it, records that run and
+    its error, and the records that follow are that calibration's points of gaze. Its five targets
+    lie within a few pixels of each other, so that any gaze fits them that closely (the clip's
+    subject looks at none: spread targets are over the limit, as test_pygaze_opengaze_tracker's)."""
+    from pipeline.control.calibration import DEFAULT_MAX_ERROR_DEG, Calibration, error_too_large
+
+    served.logged(rf"calibration {re.escape(str(served.calibration))}: no validation in it")  # at start
+    mark, c = len(served.lines), Raw(served.port)
+    try:
+        points = [(0.5, 0.5), (0.502, 0.5), (0.5, 0.502), (0.502, 0.502), (0.501, 0.501)]
+        for line in calibration_commands(points, 0, 0.5):
+            c.ask(line)
+        c.wait("CAL", "CALIB_RESULT", timeout=60)
+        summary = c.ask('<GET ID="CALIBRATE_RESULT_SUMMARY" />')
+        served.logged(rf"calibration saved to {re.escape(str(served.calibration))}$", since=mark)
+        for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_POG_BEST" STATE="1" />',
+                     '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
+            c.ask(line)
+        c.pump(1.5)
+    finally:
+        c.close()
+    saved = Calibration.load(served.calibration, *SCREEN)  # as the gaze mouse loads it
+    v = saved.validation
+    assert saved.user == USER and saved.choice["signals"] and error_too_large(saved, DEFAULT_MAX_ERROR_DEG) is None
+    assert summary["AVE_ERROR"] == f"{v['mean_error_px']:.5f}" and int(summary["VALID_POINTS"]) == len(v["targets"]) >= 3
+    assert {(round(t["x_px"] / SCREEN[0], 4), round(t["y_px"] / SCREEN[1], 4)) for t in v["targets"]} <= set(points)
+    assert check_points(c.records(), clip.points(saved)) >= 10  # the session's calibration is the saved one
 
 
 def test_lsl_inlet_receives_the_gaze_with_capture_timestamps(served):
@@ -537,10 +688,7 @@ def _killed_mid_calibration(served) -> None:
     client.wait(timeout=10)
     served.logged(r"calibration aborted: client #\d+ .* is gone")
     c = Raw(served.port)  # the next calibration runs
-    for line in ('<SET ID="CALIBRATE_CLEAR" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.2" Y="0.2" />',
-                 '<SET ID="CALIBRATE_ADDPOINT" X="0.8" Y="0.2" />', '<SET ID="CALIBRATE_ADDPOINT" X="0.5" Y="0.8" />',
-                 '<SET ID="CALIBRATE_DELAY" VALUE="0" />', '<SET ID="CALIBRATE_TIMEOUT" VALUE="0.5" />',
-                 '<SET ID="CALIBRATE_START" STATE="1" />'):
+    for line in calibration_commands([(0.2, 0.2), (0.8, 0.2), (0.5, 0.8)], 0, 0.5):
         c.ask(line)
     assert "CALX3" in c.wait("CAL", "CALIB_RESULT", timeout=60)
     c.close()
@@ -571,6 +719,66 @@ def test_calibrate_show_draws_the_targets_full_screen(tmp_path):
 
 def _windows(name: str) -> list[str]:
     return subprocess.run(["xdotool", "search", "--name", name], capture_output=True, text=True).stdout.split()
+
+
+def test_a_camera_served_on_every_interface_says_so_hides_its_credentials_and_stops_on_ctrl_c(zoo_ready, tmp_path):
+    """`serve` on a camera URL with a user and password (the MJPEG stand-in, HTTP Basic
+    authentication), on --host 0.0.0.0: it says at start, in one line, that it listens beyond
+    loopback; the credentials show nowhere: its output, what a client is sent, the LSL streams'
+    descriptions (the source id names the camera masked). Ctrl-C in the last moments of a client's
+    calibration (its fit, or its save) closes every client and exits 130 with its summary, and the
+    calibration folder holds no file or a whole one, nothing half-written beside it."""
+    pylsl = need("pylsl")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from mjpeg_camera import CameraProcess
+
+    from pipeline.control.calibration import Calibration
+
+    user, secret = "camuser", "s3cr3t-Pa55"
+    cam = CameraProcess("--video", str(shared_path("video/webcam_640x480.mp4")), "--frames", "60", "--user", user,
+                        "--password", secret)
+    s = Served.start(tmp_path / "config", "--input", cam.url(login=f"{user}:{secret}"), "--host", "0.0.0.0", "--port", "0",
+                     "--lsl")
+    proc = s.proc
+    reader = calibrating = None
+    try:
+        ready = r"serving the Open Gaze API on 0\.0\.0\.0:(\d+)"
+        port = int(re.search(ready, s.logged(ready, timeout=180)).group(1))
+        warned = [i for i, line in enumerate(s.lines) if "listening on 0.0.0.0, not loopback only" in line]
+        assert warned and warned[0] < [i for i, line in enumerate(s.lines) if "serving the Open Gaze API" in line][0]
+        masked = f"edgegaze-http://***@127.0.0.1:{cam.port}/video.mjpg"
+        assert pylsl.resolve_bypred(f"source_id='{masked}'", timeout=10), "no LSL stream named by the masked URL"
+        described = [info.as_xml() for info in pylsl.resolve_streams(wait_time=1.0)]
+        reader, calibrating = Raw(port), Raw(port)  # 0.0.0.0 is loopback too
+        for i in ("PRODUCT_ID", "SERIAL_ID", "CAMERA_SIZE"):
+            reader.ask(f'<GET ID="{i}" />')
+        for line in ('<SET ID="ENABLE_SEND_COUNTER" STATE="1" />', '<SET ID="ENABLE_SEND_DATA" STATE="1" />'):
+            reader.ask(line)
+        for line in calibration_commands([(0.5, 0.5), (0.502, 0.5), (0.5, 0.502)], 0, 0.3):
+            calibrating.ask(line)
+        for _ in range(3):
+            calibrating.wait("CAL", "CALIB_RESULT_PT")
+        proc.send_signal(signal.SIGINT)  # the fit runs now, or the save
+        assert proc.wait(timeout=30) == 130, "\n".join(s.lines[-20:])
+        for c in (reader, calibrating):
+            c.pump(5)
+            assert c.closed
+    finally:
+        for c in (reader, calibrating):
+            if c is not None:
+                c.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        cam.stop()
+    out = proc.stdout.read()
+    assert "stopped by interrupt" in out and not any("Traceback" in line for line in s.lines), "\n".join(s.lines)
+    for text in (out, "\n".join(s.lines), *described, *(b"".join(c.received).decode() for c in (reader, calibrating))):
+        assert user not in text and secret not in text, text[-500:]
+    files = [f for f in (tmp_path / "config").rglob("*") if f.is_file()]
+    assert len(files) <= 1 and all(f.name == f"{USER}_1920x1080.json" for f in files), files
+    for f in files:
+        Calibration.load(f, *SCREEN)  # whole
 
 
 def test_sigterm_closes_every_client_and_saves_nothing_half_written(served):

@@ -30,19 +30,21 @@ from pipeline.serve.records import GazeSample, GazeStream
 from pipeline.serve.state import MAX_REPLIES, Backlog, CalibrationState, Client, Latency, Outbox, UserData
 
 LINE_LIMIT = 65536  # characters of one element a client may send
-SEND_BUFFER = 32768  # bytes of a client's records held by the kernel (doubled there) and by asyncio (half)
+SEND_BUFFER = 32768  # bytes of a client's records held by the kernel (doubled there)
 MAX_MALFORMED = 100  # malformed elements a client may send before it is closed
 
 
 def _tune(writer: asyncio.StreamWriter) -> None:
     """A record goes out when it is written (no Nagle batching); what a client leaves unread stays
-    small in the kernel and in asyncio (a second or two of records), so that its own bounded
-    queue, which counts what it drops, is where a slow client falls behind."""
+    small in the kernel (SEND_BUFFER) and in asyncio (one write: the writer waits until asyncio's
+    buffer is empty before it takes the next lines, which is also the moment each record is counted
+    as out of the socket), so that its own bounded queue, which counts what it drops, is where a
+    slow client falls behind."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-    writer.transport.set_write_buffer_limits(high=SEND_BUFFER // 2)
+    writer.transport.set_write_buffer_limits(high=0)  # drain() returns once the buffer is empty
 
 
 class OpenGazeServer:
@@ -65,7 +67,7 @@ class OpenGazeServer:
         """A new sample: to the calibration run, then a REC to every client that asked for data."""
         self.samples += 1
         self.first_sample.set()
-        self.latency.ready.append((time.perf_counter_ns() - sample.tick) / 1e6)
+        now = time.perf_counter_ns()  # the sample is on the loop
         if self.calibration.run is not None:
             self.calibration.run.collect(sample)
         if self.lsl is not None:
@@ -77,7 +79,7 @@ class OpenGazeServer:
             key = frozenset(client.groups)
             if key not in lines:  # clients that enabled the same groups share one formatted line
                 lines[key] = og.record(fields, key)
-            if client.outbox.record(lines[key], sample.tick) and client.outbox.dropped == 1:
+            if client.outbox.record(lines[key], sample.tick, now) and client.outbox.dropped == 1:
                 self.log(f"{client} does not keep up: its oldest records are dropped (at most {self.options.queue} "
                          "queued); the count is logged when it leaves")
 
@@ -130,12 +132,10 @@ class OpenGazeServer:
     async def _write(self, client: Client) -> None:
         try:
             while True:
-                data, ticks = await client.outbox.take()
+                data, times = await client.outbox.take()
                 client.writer.write(data)
-                if client.writer.transport.get_write_buffer_size() == 0:  # all of it in the kernel's hands now
-                    now = time.perf_counter_ns()
-                    self.latency.sent.extend((now - tick) / 1e6 for tick in ticks)
-                await client.writer.drain()
+                await client.writer.drain()  # until asyncio holds none of it (_tune): every byte in the kernel's hands
+                self.latency.add(times, time.perf_counter_ns())
         except (ConnectionError, OSError):
             client.writer.transport.abort()
 

@@ -21,7 +21,8 @@ class Outbox:
 
     def __init__(self, max_records: int):
         self.replies: deque[bytes] = deque()
-        self.records: deque[tuple[bytes, int]] = deque(maxlen=max_records)  # (line, its frame's capture tick)
+        # (line, its frame's capture tick, when the sample reached the server's loop), both perf_counter_ns
+        self.records: deque[tuple[bytes, int, int]] = deque(maxlen=max_records)
         self.dropped = 0
         self.ready = asyncio.Event()
 
@@ -31,41 +32,55 @@ class Outbox:
         self.replies.append(line)
         self.ready.set()
 
-    def record(self, line: bytes, tick: int) -> bool:
-        """Queue a record; True when the queue was full and its oldest record was dropped."""
+    def record(self, line: bytes, tick: int, at: int) -> bool:
+        """Queue a record (`at`: when its sample reached the loop); True when the queue was full and
+        its oldest record was dropped."""
         full = len(self.records) == self.records.maxlen
         self.dropped += full
-        self.records.append((line, tick))
+        self.records.append((line, tick, at))
         self.ready.set()
         return full
 
-    async def take(self) -> tuple[bytes, list[int]]:
-        """What is pending, replies first, and the capture ticks of the records in it."""
+    async def take(self) -> tuple[bytes, list[tuple[int, int]]]:
+        """What is pending, replies first, and the (capture tick, loop time) of each record in it."""
         await self.ready.wait()
         self.ready.clear()
-        data = b"".join(self.replies) + b"".join(line for line, _ in self.records)
-        ticks = [tick for _, tick in self.records]
+        data = b"".join(self.replies) + b"".join(line for line, _, _ in self.records)
+        times = [(tick, at) for _, tick, at in self.records]
         self.replies.clear()
         self.records.clear()
-        return data, ticks
+        return data, times
 
 
 class Latency:
-    """How long records took from their frame's capture (ms), the last `keep` of them: to the
-    server's loop (`ready`) and out of the socket (`sent`: the kernel took the bytes)."""
+    """How long the records that left the server took from their frame's capture (ms), the last
+    `keep` of them. One population, counted twice: every record (one client's copy of a sample)
+    whose bytes the kernel took, from its capture to its sample reaching the server's loop
+    (`ready`: the pipeline's work and the hand-off from the stream's thread) and to its last byte
+    handed to the kernel (`sent`: asyncio's buffer empty after the write that held it, so a record
+    that waited behind a backlog counts its wait). A record a client never took (dropped from its
+    queue, unread when it left) is in neither."""
 
     def __init__(self, keep: int = 100_000):
         self.ready: deque[float] = deque(maxlen=keep)
         self.sent: deque[float] = deque(maxlen=keep)
+
+    def add(self, times: list[tuple[int, int]], now: int) -> None:
+        """Records handed to the kernel at `now`: their (capture tick, loop time), perf_counter_ns."""
+        for tick, at in times:
+            self.ready.append((at - tick) / 1e6)
+            self.sent.append((now - tick) / 1e6)
 
     def line(self) -> str:
         import numpy as np
 
         if not self.sent:
             return ""
-        ready, sent = np.percentile(self.ready, (50, 99)), np.percentile(self.sent, (50, 99))
-        return (f"capture to REC out of the socket: p50 {sent[0]:.1f} ms, p99 {sent[1]:.1f} ms over {len(self.sent)} "
-                f"records (to the server's loop: p50 {ready[0]:.1f}, p99 {ready[1]:.1f})")
+        ready, sent = np.asarray(self.ready), np.asarray(self.sent)
+        (r50, r99), (s50, s99), (i50, i99) = (np.percentile(a, (50, 99)) for a in (ready, sent, sent - ready))
+        return (f"capture to REC out of the socket: p50 {s50:.1f} ms, p99 {s99:.1f} ms over {len(sent)} records sent "
+                f"(the same records to the server's loop: p50 {r50:.1f}, p99 {r99:.1f}; in the server: p50 {i50:.1f}, "
+                f"p99 {i99:.1f})")
 
 
 @dataclass(eq=False)
