@@ -509,8 +509,11 @@ def _calibration_on_the_wire(c: Raw) -> None:
                                                    ("CALIB_START_PT", "CALIB_RESULT_PT")] + [("CALIB_RESULT", None)]
     assert all(set(r) - {"t"} == {"ID", "PT", "CALX", "CALY"} for r in cal[:6])
     assert set(cal[6]) - {"t"} == {"ID", *(f"{a}{k}" for k in (1, 2, 3) for a in "CALX CALY LX LY LV RX RY RV".split())}
-    for k in range(3):  # the client's clock: point k starts k x 0.7 s after the ACK, and lasts 0.7 s
-        assert abs(cal[2 * k]["t"] - start["t"] - 0.7 * k) < 0.1 and abs(cal[2 * k + 1]["t"] - cal[2 * k]["t"] - 0.7) < 0.1
+    # The client's clock: point k starts k x 0.7 s after the ACK and lasts 0.7 s. The server keeps an absolute
+    # schedule, so a late line does not shift the next; a line's arrival still waits for a core on a loaded
+    # 2-core machine (0.11 s once at load 4.8), hence 0.2 s, well under a point's 0.7 s.
+    for k in range(3):
+        assert abs(cal[2 * k]["t"] - start["t"] - 0.7 * k) < 0.2 and abs(cal[2 * k + 1]["t"] - start["t"] - 0.7 * (k + 1)) < 0.2
     summary = c.ask('<GET ID="CALIBRATE_RESULT_SUMMARY" />')
     assert FLOAT.fullmatch(summary["AVE_ERROR"]) and summary["VALID_POINTS"] == str(sum(
         cal[6][f"LV{k}"] == "1" for k in (1, 2, 3)))
