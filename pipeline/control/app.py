@@ -134,8 +134,9 @@ def calibrate_recorded(video, targets_csv, screen_json, spec=None, models=None, 
     return result
 
 
-def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", settle_s=0.6,
-                   max_s=3.0, want=20, min_samples=5, user=None, method="auto", log=print) -> cal.Calibration:
+def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout=MouseOptions.targets, settle_s=0.6,
+                   max_s=3.0, want=20, min_samples=5, user=None, method=MouseOptions.calibration_method,
+                   log=print) -> cal.Calibration:
     """Full-screen targets one after another (ui.CalibrationScreen); steady gaze samples on each;
     fit and validate. Timing follows the frames' timestamps, so a video can stand in for the camera."""
     points = cal.target_points(layout, geometry.width_px, geometry.height_px)

@@ -15,7 +15,7 @@ from pipeline.control.teaching import LEARNING, LearningOptions
 from pipeline.control.mapping import MappingConfig, MotionConfig
 from pipeline.control.modes import MODES, POINTER, Mode, PointerOptions
 from pipeline.control.modes import check as check_pointer
-from pipeline.control.mouse import ClickConfig
+from pipeline.control.clicks import ClickConfig
 from pipeline.control.pointing import POINTING, PointingOptions
 from pipeline.errors import EdgegazeError
 from pipeline.settings import Options, add_arguments, from_args, section, setting

@@ -106,3 +106,29 @@ def test_the_docs_option_tables_are_the_declarations():
     for page in pages:
         assert settings.refresh_tables(page.read_text()) == page.read_text(), \
             f"{page.name}: run python scripts/options_tables.py"
+
+
+def test_the_pointer_s_parts_take_their_defaults_from_the_settings():
+    """The One Euro filter, the eye closure, the dwell and blink detectors and triggers, the server's
+    fixation filter and the live calibration retyped the options' defaults; each is the declaration's."""
+    import inspect
+
+    from pipeline.control import app, clicks, filters, triggers
+    from pipeline.control.mapping import MotionConfig
+    from pipeline.control.options import MouseOptions
+    from pipeline.serve import records
+    from pipeline.serve.options import StreamOptions
+
+    motion, click, stream, mouse = MotionConfig(), clicks.ClickConfig(), StreamOptions(), MouseOptions()
+    dwell = {"time_s": click.dwell_s, "radius_px": click.dwell_radius_px}
+    blink = {"min_s": click.blink_min_s, "max_s": click.blink_max_s}
+    expected = [(filters.PointFilter, {"min_cutoff": motion.min_cutoff, "beta": motion.beta}),
+                (clicks.EyeClosure, {"open_threshold": click.eye_open_threshold, "closed_ratio": click.lid_closed_ratio,
+                                     "ear_threshold": click.ear_threshold}),
+                (clicks.DwellClicker, dwell), (triggers.Dwell, dwell), (clicks.BlinkClicker, blink),
+                (triggers.Blink, {**blink, "lead_s": click.blink_lead_s}),
+                (records.FixationFilter, {"radius": stream.fixation_radius, "min_s": stream.fixation_min_s}),
+                (app.calibrate_live, {"layout": mouse.targets, "method": mouse.calibration_method})]
+    for made, declared in expected:
+        parameters = inspect.signature(made).parameters
+        assert {k: parameters[k].default for k in declared} == declared, made.__name__
