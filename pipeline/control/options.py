@@ -19,6 +19,7 @@ from pipeline.control.clicks import ClickConfig
 from pipeline.control.pointing import POINTING, PointingOptions
 from pipeline.errors import EdgegazeError
 from pipeline.settings import Options, add_arguments, from_args, section, setting
+from pipeline.sources import SourceOptions
 from pipeline.spec import PipelineSpec
 
 MOTION, CLICKS, CALIBRATION = "motion", "clicks (off by default) and pause", "calibration (gaze mode)"
@@ -47,7 +48,7 @@ def _targets(text: str) -> str:
 
 @dataclass
 class MouseOptions(Options):
-    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...) or video file", metavar="SOURCE")
+    source: SourceOptions = section(SourceOptions)  # --input, --max-frames, --flip
     mode: Mode = setting(Mode.HEAD, "; ".join(f"{m}: {d.help}" for m, d in MODES.items()))
     # the pipeline (PipelineSpec: stages, runtime options); None: the default set. A deployment
     # profile (or bundle) replaces its stages and the runtime options a profile sets; --param
@@ -55,8 +56,6 @@ class MouseOptions(Options):
     pipeline: PipelineSpec | None = None
     profile: str | None = None
     params: list[str] | None = None
-    max_frames: int | None = setting(None, "stop after this many frames (default: until the input ends)", low=1)
-    flip: bool = setting(False, "mirror the input (selfie view); directions stay right")
     # a camera that goes away is waited for, all day: the pointer pauses until it is back
     live: LiveOptions = section(LiveOptions, reconnect_s=None)
     dry_run: bool = setting(False, "compute and record targets, move nothing")

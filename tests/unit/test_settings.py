@@ -90,6 +90,17 @@ def test_a_bad_flag_is_one_line_naming_it(args, says, capsys):
     assert says in capsys.readouterr().err
 
 
+def test_a_required_setting_has_no_default(capsys):
+    """`run` requires --input, which the mouse and the server default to webcam 0 (sources.SourceOptions)."""
+    p = argparse.ArgumentParser()
+    settings.add_arguments(p, Example, required=("count",))
+    assert settings.from_args(Example, p.parse_args(["--count", "4"])).count == 4
+    assert "how many\n" in p.format_help()  # no "(default: 3)"
+    with pytest.raises(SystemExit):
+        p.parse_args([])
+    assert "the following arguments are required: --count" in capsys.readouterr().err
+
+
 def test_check_names_each_field_its_values_cannot_be():
     bad = Example(count=0, shape="oval", workers=-1)
     assert [(p.field, str(p)) for p in bad.check()] == [
