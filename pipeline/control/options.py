@@ -6,7 +6,6 @@ takes the same)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from pipeline.arguments import add_pipeline_options, spec_from_args
 from pipeline.cameras import LiveOptions
@@ -23,8 +22,6 @@ from pipeline.sources import SourceOptions
 from pipeline.spec import PipelineSpec
 
 MOTION, CLICKS, CALIBRATION = "motion", "clicks (off by default) and pause", "calibration (gaze mode)"
-# "auto" (chosen from the targets) or one of the calibration's fixed models
-CalibrationMethod = StrEnum("CalibrationMethod", [(m.upper().replace("-", "_"), m) for m in cal.METHODS])
 
 
 def _screen_size(text: str) -> tuple[int, int]:
@@ -36,14 +33,6 @@ def _screen_size(text: str) -> tuple[int, int]:
     except ValueError:
         pass
     raise ValueError(f"must be WIDTHxHEIGHT, e.g. 1920x1080, not {text!r}")
-
-
-def _targets(text: str) -> str:
-    try:  # checked now, not when gaze mode starts calibrating
-        cal.target_points(text, 2, 2)
-    except EdgegazeError as e:
-        raise ValueError(str(e)) from None
-    return text
 
 
 @dataclass
@@ -76,7 +65,7 @@ class MouseOptions(Options):
     calibration: str | None = setting(None, "calibration JSON (default: per user and screen in the config dir)",
                                       metavar="FILE", group=CALIBRATION)
     recalibrate: bool = setting(False, "run the on-screen calibration even if a file exists", group=CALIBRATION)
-    targets: str = setting("9", "calibration targets: 9, 5, N (N x N grid) or RxC", parser=_targets,
+    targets: str = setting("9", "calibration targets: 9, 5, N (N x N grid) or RxC", parser=cal.checked_layout,
                            group=CALIBRATION)
     user: str | None = setting(None, "user name for the calibration file (default: login name)", metavar="NAME",
                                group=CALIBRATION)
@@ -87,8 +76,8 @@ class MouseOptions(Options):
     calibrate_from: str | None = setting(None, "fit and evaluate from a recorded session, then exit", metavar="VIDEO",
                                          group=CALIBRATION)
     targets_csv: str | None = setting(None, "with --calibrate-from: frame,x_px,y_px", metavar="FILE", group=CALIBRATION)
-    calibration_method: CalibrationMethod = setting(
-        CalibrationMethod("auto"), "auto: chosen from the targets by leave-one-target-out; or one fixed model",
+    calibration_method: cal.CalibrationMethod = setting(
+        cal.CalibrationMethod.AUTO, "auto: chosen from the targets by leave-one-target-out; or one fixed model",
         flag="--calibration-model", group=CALIBRATION)
     max_calibration_error_deg: float | None = setting(
         cal.DEFAULT_MAX_ERROR_DEG, "refuse (and retry) a live calibration whose validation error is above this "
