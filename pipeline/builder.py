@@ -247,9 +247,8 @@ def parse_params(items, pipeline: PipelineSpec | None = None) -> dict[str, dict]
     before minutes of measuring). ConfigError names every item at fault."""
     ids = [c.id for choice in pipeline.stages.values() for c in choice.runs()] if pipeline else \
         list(catalog.implementations())
-    found: list[Problem] = []
-    out = {i: {k: _read(stages.stage_class(i), i, k, v, found) for k, v in kv.items()}
-           for i, kv in by_stage(items, ids).items()}
+    placed, found = by_stage(items, ids)
+    out = {i: {k: _read(stages.stage_class(i), i, k, v, found) for k, v in kv.items()} for i, kv in placed.items()}
     if found:
         raise ConfigError.of(found)
     return out
