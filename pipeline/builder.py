@@ -108,7 +108,7 @@ class BundleModels:
         config = {"hint": options.hint, "threads": options.threads}
         if options.device.upper() == "CPU":  # as runtime.load does for a zoo model
             config["inference_precision"] = found.inference_precision
-        if found.blob is not None and (options.device.upper(), options.hint.upper()) == (BLOB_DEVICE, BLOB_HINT):
+        if found.blob is not None and options.device.upper() == BLOB_DEVICE and options.hint == BLOB_HINT:
             try:
                 return Compiled(runtime.import_compiled(found.blob, options.device, **config))
             except EdgegazeError as e:  # both were checked against the manifest: the IR still runs
