@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline import paths  # noqa: E402
-from pipeline.optimize import prune  # noqa: E402
+from pipeline.optimize import pages, prune  # noqa: E402
+from pipeline.views import Column, Table, Text, View  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "video"
 VIDEOS = ["udacity_demo_1080p.mp4", "webcam_640x480.mp4", "webcam_1280x720.mp4", "stock_single_face_720p.mp4"]
@@ -36,6 +37,9 @@ RUNS = ["iris-landmark:structured:0.2:1600:960", "iris-landmark:structured:0.25:
         "face-landmark:unstructured:0.5:400:120"]
 BUDGET_IOD = 1.0
 OUT = ROOT / "results" / "prune"
+TARGETS = [Column("model_id", "model", ""), Column("tag", "tag", ""), Column("verdict.target", "target", ""),
+           Column("verdict.met", "met", ""), Column("error_after", "error distilled", ".3f"),
+           Column("measured_speedup_1t", "measured speed-up 1t", ".2f")]
 
 
 def verdict(r: dict) -> dict:
@@ -44,6 +48,15 @@ def verdict(r: dict) -> dict:
         return {"target": f">= 1.3x measured (1t) at <= {BUDGET_IOD}% IOD", "met": ok_err and r["measured_speedup_1t"] >= 1.3}
     return {"target": f">= 50% sparsity, gzip IR >= 1.5x smaller, <= {BUDGET_IOD}% IOD",
             "met": ok_err and r["pruned"]["sparsity"] >= 0.5 and r["size_ratio_gzip"] >= 1.5}
+
+
+def _sensitivity_png(r: dict) -> str:
+    return f"sensitivity_{r['model_id']}_{r['tag']}.png"
+
+
+def _pngs(r: dict) -> dict:
+    """The run's figure as copied beside bench_prune.md (structured runs with the sensitivity plan)."""
+    return {"sensitivity": _sensitivity_png(r)} if (OUT / _sensitivity_png(r)).exists() else {}
 
 
 def plot(reports: list[dict], path: Path) -> None:
@@ -92,9 +105,9 @@ def main() -> int:
         r["verdict"] = verdict(r)
         png = paths.ir_dir(model_id, r["tag"]) / "sensitivity.png"
         if png.exists():
-            shutil.copy(png, OUT / f"sensitivity_{model_id}_{r['tag']}.png")
+            shutil.copy(png, OUT / _sensitivity_png(r))
         reports.append(r)
-        print(prune.markdown([r]), end="", flush=True)
+        print(pages.prune_view(r).markdown(), end="", flush=True)  # its prune_report.md
     command = "`python benchmarks/bench_prune.py`"
     if args.only and (OUT / "bench_prune.json").exists():  # re-run entries replace theirs, the others stay
         new = {(r["model_id"], r["tag"]) for r in reports}
@@ -102,11 +115,12 @@ def main() -> int:
                    if (r["model_id"], r["tag"]) not in new] + reports
         command += ", then `" + " ".join(f"--only {o}" for o in args.only) + f"` re-ran {', '.join(t for _, t in new)}"
     (OUT / "bench_prune.json").write_text(json.dumps(reports, indent=2))
-    md = ["# Pruning benchmark", "", f"{command}; "
-          f"calibration/held-out crops from {', '.join(VIDEOS)} (last 25% of each video held out).", "",
-          prune.markdown(reports), "| model | tag | target | met |", "|---|---|---|---|"]
-    md += [f"| {r['model_id']} | {r['tag']} | {r['verdict']['target']} | {'yes' if r['verdict']['met'] else 'no'} |" for r in reports]
-    (OUT / "bench_prune.md").write_text("\n".join(md) + "\n")
+    head = View("Pruning benchmark", [
+        Text(f"{command}; calibration/held-out crops from {', '.join(VIDEOS)} (last 25% of each video held out). "
+             "Below the targets, each run's report as its prune_report.md has it."),
+        Table("targets", TARGETS, reports, sortable=False)])
+    (OUT / "bench_prune.md").write_text(head.markdown() + "".join("\n" + pages.prune_view(r).markdown(_pngs(r))
+                                                                  for r in reports))
     plot(reports, OUT / "bench_prune.png")
     print(f"wrote {OUT}/bench_prune.{{json,md,png}}")
     return 0

@@ -108,7 +108,7 @@ class BundleModels:
         config = {"hint": options.hint, "threads": options.threads}
         if options.device.upper() == "CPU":  # as runtime.load does for a zoo model
             config["inference_precision"] = found.inference_precision
-        if found.blob is not None and (options.device.upper(), options.hint.upper()) == (BLOB_DEVICE, BLOB_HINT):
+        if found.blob is not None and options.device.upper() == BLOB_DEVICE and options.hint == BLOB_HINT:
             try:
                 return Compiled(runtime.import_compiled(found.blob, options.device, **config))
             except EdgegazeError as e:  # both were checked against the manifest: the IR still runs
@@ -247,9 +247,8 @@ def parse_params(items, pipeline: PipelineSpec | None = None) -> dict[str, dict]
     before minutes of measuring). ConfigError names every item at fault."""
     ids = [c.id for choice in pipeline.stages.values() for c in choice.runs()] if pipeline else \
         list(catalog.implementations())
-    found: list[Problem] = []
-    out = {i: {k: _read(stages.stage_class(i), i, k, v, found) for k, v in kv.items()}
-           for i, kv in by_stage(items, ids).items()}
+    placed, found = by_stage(items, ids)
+    out = {i: {k: _read(stages.stage_class(i), i, k, v, found) for k, v in kv.items()} for i, kv in placed.items()}
     if found:
         raise ConfigError.of(found)
     return out

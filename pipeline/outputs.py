@@ -28,6 +28,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -38,8 +39,11 @@ from pipeline.draw import annotate
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import check_writable_file, output_target
 from pipeline.results import FaceResult, FrameResult
-from pipeline.runner import Pipeline
+from pipeline.settings import Options, setting
 from pipeline.sources import Source, prefetch
+
+if TYPE_CHECKING:  # the CLI reads OutputOptions before it builds a pipeline: no OpenVINO here
+    from pipeline.runner import Pipeline
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "frame.schema.json"
 
@@ -94,6 +98,15 @@ def gap_record(gone: CameraGone, after_frame: int | None, back: CameraBack | Non
 
 # extension -> FourCC of a codec OpenCV's own FFmpeg build writes everywhere
 VIDEO_CODECS = {".mp4": "mp4v", ".avi": "MJPG"}
+
+
+@dataclass(frozen=True)
+class OutputOptions(Options):
+    """What `edgegaze run` writes and shows (check_outputs, run_to_outputs)."""
+
+    output: str | None = setting(None, "annotated video: .mp4 or .avi")
+    json: str | None = setting(None, "JSON Lines, one object per frame")
+    show: bool = setting(False, "live window (needs a display)")
 
 
 def check_outputs(json_path: str | None, video_path: str | None, show: bool = False, input_path=None) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pipeline import builder, bundle, tomlfile
-from pipeline.builder import ZOO, BundleModels, StageFiles, ZooModels
+from pipeline.builder import ZOO, BundleModels, ModelSource, StageFiles
 from pipeline.errors import ConfigError, EdgegazeError
 from pipeline.paths import atomic_write
 from pipeline.spec import PipelineSpec, RuntimeOptions, toml_name
@@ -64,7 +64,7 @@ class Profile:
     budget: dict = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
     source: dict = field(default_factory=dict)
-    models: ZooModels | BundleModels = ZOO  # the zoo, or a bundle's files
+    models: ModelSource = ZOO  # the zoo, or a bundle's files
     calibration: Path | None = None
 
     @property

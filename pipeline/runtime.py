@@ -37,7 +37,7 @@ def compile_model(
     profile: bool = False,
     inference_precision: str | None = "f32",
 ) -> ov.CompiledModel:
-    """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint)."""
+    """Compile with a performance hint (LATENCY or THROUGHPUT, as benchmark_app's -hint: a spec Hint's name)."""
     check_device(device)
     device = device.upper()  # OpenVINO's device names are upper case; check_device takes any case
     cfg = config(hint, threads, streams, profile, inference_precision, device)
@@ -206,7 +206,7 @@ def config(hint: str = "LATENCY", threads: int | None = None, streams: int | Non
     with strace), whatever else ran there. On the shared 2-core machine that doubled the
     pipeline's involuntary context switches (2.1 -> 1.0 a frame without) and its latency at a
     30 fps pace (8.3 -> 6.9 ms p50, load average ~4)."""
-    cfg = {hints.performance_mode: getattr(hints.PerformanceMode, hint.upper())}
+    cfg = {hints.performance_mode: getattr(hints.PerformanceMode, hint)}  # a spec Hint is its name
     if device.upper() == "CPU":
         cfg[hints.enable_cpu_pinning] = False
     if inference_precision:

@@ -336,10 +336,12 @@ def argument_type(s: Setting) -> Callable[[str], Any]:
     return read
 
 
-def add_arguments(p: argparse.ArgumentParser, cls: type, leave_out: Iterable[str] = ()) -> None:
+def add_arguments(p: argparse.ArgumentParser, cls: type, leave_out: Iterable[str] = (),
+                  required: Iterable[str] = ()) -> None:
     """A flag per setting of `cls` and of its sections (but those left out and those with flag=None),
     each with its help, its default (named in the help), its type and values; booleans as
-    --name/--no-name. The parsed value's dest is the field's path (clicks.dwell_s)."""
+    --name/--no-name. The parsed value's dest is the field's path (clicks.dwell_s). A setting in
+    `required` is a flag the command cannot go without (run's --input): no default."""
     defaults, groups = cls(), {"": p}
     for dest, s, group in _fields(cls):
         name = s.flag_name()
@@ -347,8 +349,11 @@ def add_arguments(p: argparse.ArgumentParser, cls: type, leave_out: Iterable[str
             continue
         if group not in groups:
             groups[group] = p.add_argument_group(group)
-        default = functools.reduce(getattr, dest.split("."), defaults)
-        option = {"dest": dest, "default": default, "help": _help(s, default)}
+        if dest in required:
+            option = {"dest": dest, "required": True, "help": _help(s, None)}
+        else:
+            default = functools.reduce(getattr, dest.split("."), defaults)
+            option = {"dest": dest, "default": default, "help": _help(s, default)}
         if s.type is bool:
             option["action"] = argparse.BooleanOptionalAction
         else:

@@ -24,6 +24,7 @@ from pipeline import cameras
 from pipeline.cameras import CameraEvent, LiveOptions, shown
 from pipeline.errors import InputError
 from pipeline.paths import expand
+from pipeline.settings import Options, setting
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}  # what batch looks for in a folder
@@ -309,6 +310,21 @@ def prefetch(frames, depth: int = 4) -> Iterator[Frame]:
             yield item
     finally:
         stop.set()
+
+
+@dataclass(frozen=True)
+class SourceOptions(Options):
+    """What a command reads: `run`, `mouse` and `serve` take these settings (`run` requires --input;
+    the mouse and the server read webcam 0 by default). How a live one is read is LiveOptions'."""
+
+    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...), video file, image or folder of images",
+                         metavar="SOURCE")
+    max_frames: int | None = setting(None, "stop after this many frames (default: until the input ends)", low=1)
+    flip: bool = setting(False, "mirror the input horizontally (selfie view)")
+
+    def open(self, live: LiveOptions | None = None, events: bool = False) -> Source:
+        """open_source of these settings."""
+        return open_source(self.input, max_frames=self.max_frames, flip=self.flip, live=live, events=events)
 
 
 def open_source(src: str | int | Path, max_frames: int | None = None, flip: bool = False,

@@ -274,6 +274,21 @@ def test_cli_bad_input_is_one_line(home, tmp_path):
     assert proc.returncode == 2 and "unknown metric 'recall'" in proc.stderr
 
 
+def test_cli_quantizes_to_the_end_and_prints_the_summary_table(home, tmp_path):
+    """A successful `edgegaze optimize quantize` wrote its INT8 IR and pages, then crashed printing a
+    summary from a function that the views commit had deleted: through the CLI to exit 0, printing
+    summary.md's table (the one View's) with a row for the model it ran."""
+    model = "landmarks-regression-retail-0009"
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "optimize", "quantize", "--model", model,
+                           "--calib", str(shared_path(WEBCAM)), "--subset", "8", "--force", "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| Model | Status |"))
+    assert lines[header + 2].startswith(f"| {model} | ")
+    assert lines[header] in (tmp_path / "summary.md").read_text().splitlines()
+
+
 def test_missing_int8_names_the_command(tmp_path, monkeypatch):
     from pipeline import runtime
     from pipeline.errors import EdgegazeError

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import asdict
 
-from pipeline.arguments import add_param_option, flag, number
+from pipeline.arguments import add_param_option, flag
+from pipeline.evaluate.options import OnlineOptions, SessionOptions
 from pipeline.results import STAGE_KINDS
+from pipeline.settings import add_arguments, from_args
 
 EVAL_KINDS = STAGE_KINDS[:4]  # the stages an evaluation may swap: eye state is not evaluated
 
@@ -24,7 +26,8 @@ def _eval(args) -> int:
     module = import_module(f"pipeline.evaluate.{args.kind.replace('-', '_')}")
     kw = {"overrides": {k: getattr(args, k) for k in (*EVAL_KINDS, "params")}}
     if args.kind == "gaze-session":
-        kw.update(video=args.video, steady=not args.all_frames, method=args.calibration, online_eval=_online(args))
+        o = from_args(SessionOptions, args)
+        kw.update(video=o.video, steady=not o.all_frames, method=o.calibration, online_eval=_online(o.online))
     else:
         kw.update(dataset=args.dataset)
     if args.kind == "headpose":
@@ -34,27 +37,15 @@ def _eval(args) -> int:
     return 0
 
 
-def _online(args) -> dict | None:
-    """gaze-session --online LAYOUT [--wrong-clicks F] [--seed N]: online.evaluate's options."""
+def _online(o: OnlineOptions) -> dict | None:
+    """gaze-session --online LAYOUT [--wrong-clicks F] [--seed N]: online.evaluate's keywords."""
     from pipeline.errors import EdgegazeError
 
-    if args.online is None:
-        if args.wrong_clicks:
+    if o.layout is None:
+        if o.wrong:
             raise EdgegazeError("--wrong-clicks injects wrong clicks into the online evaluation: give --online 5 too")
         return None
-    return {"layout": args.online, "wrong": args.wrong_clicks, "seed": args.seed}
-
-
-def _layout(text: str) -> str:
-    """argparse type: a calibration layout as the mouse's --targets takes it (5, 9, N, RxC)."""
-    from pipeline.control.calibration import target_points
-    from pipeline.errors import EdgegazeError
-
-    try:
-        target_points(text, 2, 2)
-    except EdgegazeError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
+    return asdict(o)
 
 
 def _add_eval(sub) -> None:
@@ -80,20 +71,5 @@ def _add_eval(sub) -> None:
         if kind == "headpose":
             p.add_argument("--flip", action="store_true", help="mirror images and labels (convention check)")
         if kind == "gaze-session":
-            p.add_argument("--video", help="video file, overriding the session's")
-            p.add_argument("--all-frames", action="store_true", help="use every frame with a face, not only steady ones")
-            p.add_argument("--calibration", default="auto", choices=calibration_methods(),
-                           help="auto: each calibration chooses its model from its targets (default); or one model")
-            p.add_argument("--online", metavar="LAYOUT", type=_layout,
-                           help="also learn from clicks: start on the targets nearest the mouse's --targets LAYOUT "
-                                "(5: the centre and corners), then take the others in recorded order as clicks")
-            p.add_argument("--wrong-clicks", type=number(low=0, high=0.9), default=0.0, metavar="FRACTION",
-                           help="with --online: also this share of clicks landing on another target (seeded draws)")
-            p.add_argument("--seed", type=int, default=0, help="with --wrong-clicks: the draws' seed")
+            add_arguments(p, SessionOptions)
         p.set_defaults(func=_eval)
-
-
-def calibration_methods() -> tuple[str, ...]:
-    from pipeline.control.calibration import METHODS
-
-    return METHODS

@@ -17,20 +17,20 @@ def add(sub) -> None:
 
 
 def _optimize_quantize(args) -> int:
-    from pipeline.optimize import metrics, quantize
+    from pipeline.optimize import metrics, pages, quantize
 
     options = quantize.QuantizeOptions(preset=args.preset, budget=metrics.parse_budget(args.max_drop),
                                        ignore=tuple(args.ignore or ()), full_sensitivity=args.sensitivity,
                                        force=args.force, out=args.out, train=args.train, lr=args.lr, seed=args.seed)
     reports = quantize.quantize(_selected_set(args), args.model, args.calib, options, subset=args.subset,
                                 check=args.check)
-    print(quantize.summary_markdown(reports), end="")
+    print(pages.quantize_summary_table(reports).markdown({}))  # summary.md's table, of this run's models
     return 0 if all(not r.get("violations") for r in reports) else 1
 
 
 def _optimize_prune(args) -> int:
     from pipeline import paths
-    from pipeline.optimize import prune
+    from pipeline.optimize import pages, prune
 
     paths.check_out_dir(args.index, create=False, flag="--index")  # the page is listed there after minutes of distillation
 
@@ -38,7 +38,7 @@ def _optimize_prune(args) -> int:
                                  then_int8=args.then_int8, tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
                                  block=args.channel_block, refit_convs=args.refit, focus=args.focus)
     report = prune.prune(args.model, options, index=args.index)
-    print(prune.markdown([report]), end="")
+    print(pages.prune_view(report).markdown(), end="")  # prune_report.md, but its figure
     return 0
 
 

@@ -8,7 +8,9 @@ from pipeline import zoo
 from pipeline.arguments import (add_param_option, add_pipeline_options, add_profile_options, int_at_least, number,
                                 pipeline_from_args)
 from pipeline.cameras import LiveOptions
+from pipeline.outputs import OutputOptions
 from pipeline.settings import add_arguments, from_args
+from pipeline.sources import SourceOptions
 
 
 def add(sub) -> None:
@@ -21,14 +23,13 @@ def _run(args) -> int:
     from pipeline import runtime
     from pipeline.outputs import check_outputs, run_to_outputs
     from pipeline.runner import Pipeline
-    from pipeline.sources import open_source
 
     spec, models, _ = pipeline_from_args(args)
     runtime.check_device(spec.runtime.device)
-    check_outputs(args.json, args.output, args.show, args.input)
-    source = open_source(args.input, max_frames=args.max_frames, flip=args.flip, live=from_args(LiveOptions, args),
-                         events=True)
-    s = run_to_outputs(Pipeline.from_spec(spec, models), source, args.json, args.output, args.show,
+    out = from_args(OutputOptions, args)
+    check_outputs(out.json, out.output, out.show, args.input)
+    source = from_args(SourceOptions, args).open(from_args(LiveOptions, args), events=True)
+    s = run_to_outputs(Pipeline.from_spec(spec, models), source, out.json, out.output, out.show,
                        log=lambda line: print(line, file=sys.stderr))
     print(f"{s.frames} frames, face in {s.frames_with_face}, detector ran on {s.detector_frames}{s.dropped_note()}, "
           f"{s.fps:.1f} frames/s (decode included){' — interrupted, outputs saved' if s.interrupted else ''}")
@@ -95,16 +96,11 @@ def _pointing_test(o) -> int:
 def _add_run(sub) -> None:
     """`run`: the pipeline over a camera, video or images."""
     p = sub.add_parser("run", help="run the face -> landmarks -> head pose -> gaze pipeline")
-    p.add_argument("--input", required=True, help="webcam index, camera URL (rtsp://, http(s)://...), video file, "
-                   "image or folder of images")
+    add_arguments(p, SourceOptions, required=("input",))
     add_pipeline_options(p, "FP32, FP16, INT8 (edgegaze's), FP16-INT8 (Intel's, omz)",
                          "replaces the model and runtime options")
     add_arguments(p, LiveOptions)
-    p.add_argument("--output", help="annotated video: .mp4 or .avi")
-    p.add_argument("--json", help="JSON Lines, one object per frame")
-    p.add_argument("--max-frames", type=int_at_least(1), help="stop after this many frames (default: the whole input)")
-    p.add_argument("--flip", action="store_true", help="mirror frames horizontally (selfie view)")
-    p.add_argument("--show", action="store_true", help="live window (needs a display)")
+    add_arguments(p, OutputOptions)
     p.set_defaults(func=_run)
 
 

@@ -28,7 +28,7 @@ def _serve(args) -> int:
 
     if args.lsl and extras.missing(["serve"]):
         raise EdgegazeError(f"--lsl needs pylsl, which this install lacks; install it with: {extras.install_hint(['serve'])}")
-    if getattr(args, "stream.loop") and str(args.input).isdigit():
+    if getattr(args, "stream.loop") and str(getattr(args, "source.input")).isdigit():
         raise EdgegazeError("--loop replays a video; a camera (--input 0) goes on by itself")
     spec, models, _ = pipeline_from_args(args)
     summary = serve(from_args(ServeOptions, args, pipeline=spec, models=models), log=stderr_log)

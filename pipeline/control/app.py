@@ -134,8 +134,9 @@ def calibrate_recorded(video, targets_csv, screen_json, spec=None, models=None, 
     return result
 
 
-def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout="9", settle_s=0.6,
-                   max_s=3.0, want=20, min_samples=5, user=None, method="auto", log=print) -> cal.Calibration:
+def calibrate_live(pipeline, frames, geometry: cal.ScreenGeometry, layout=MouseOptions.targets, settle_s=0.6,
+                   max_s=3.0, want=20, min_samples=5, user=None, method=MouseOptions.calibration_method,
+                   log=print) -> cal.Calibration:
     """Full-screen targets one after another (ui.CalibrationScreen); steady gaze samples on each;
     fit and validate. Timing follows the frames' timestamps, so a video can stand in for the camera."""
     points = cal.target_points(layout, geometry.width_px, geometry.height_px)
@@ -211,12 +212,10 @@ def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=No
     """Check the options, open the pointer, find the calibration, build the pipeline and open the
     input; a gaze mode without a calibration calibrates live first (`calibrate`), or is refused.
     `before_models(backend)` checks what depends on the screen before any model is compiled."""
-    from pipeline.sources import open_source
-
     if o.mode not in modes.MODES:
         raise EdgegazeError(f"--mode must be one of {', '.join(modes.MODES)}, not {o.mode!r}")
     if o.record:  # before the run, not when the trajectory is saved at its end
-        check_writable_file(o.record, make_folders=True, input_path=o.input)
+        check_writable_file(o.record, make_folders=True, input_path=o.source.input)
     if o.screen_json:  # a mistyped --screen is an error whether or not this run calibrates
         cal.ScreenGeometry.load(o.screen_json)
     backend = open_backend(o.dry_run, o.screen_size)
@@ -227,10 +226,10 @@ def prepare(o: MouseOptions, log=print, calibrate: bool = True, before_models=No
     pipeline = _pipeline(o.pipeline, profile, o.params)
     advice = cal.IN_A_BUNDLE if profile is not None and profile.bundled else cal.RUN_ITS_SET  # for another gaze stage's calibration
     _gaze_signals(o, pipeline, calib, log, advice)
-    source = open_source(o.input, max_frames=o.max_frames, flip=o.flip, live=replace(o.live, wait=True), events=True)
+    source = o.source.open(replace(o.live, wait=True), events=True)
     if o.mode in modes.gaze_modes() and calib is None:
         def frames():  # a camera goes on; a video stand-in starts again for each attempt and the run
-            return source if source.live else open_source(o.input, max_frames=o.max_frames, flip=o.flip)
+            return source if source.live else o.source.open()
 
         calib = calibrate_until_good(o, pipeline, frames, _geometry(o, backend), log)
         calib.save(calib_path)
@@ -269,7 +268,7 @@ def build_controller(o: MouseOptions, backend, pipeline, calib: cal.Calibration 
     context = modes.Context(backend.screen, px_per_degree(geometry.mm_per_px(), geometry.distance_mm),
                             calib.model if calib is not None else None,
                             (calib.validation or {}).get("mean_error_px") if calib is not None else None,
-                            replace(o.mapping, mirror=o.flip or o.mapping.mirror))
+                            replace(o.mapping, mirror=o.source.flip or o.mapping.mirror))
     technique = modes.build(o.mode, o.pointer, context, view)
     m, c = o.motion, o.clicks
     return MouseController(backend, technique, PointFilter(m.min_cutoff, m.beta, freq=fps) if m.filter else None, m,

@@ -24,6 +24,7 @@ import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,8 @@ FEATURES = regression.FEATURES
 SIGNAL_WORDS = {"network": "the OMZ gaze network's angles", "iris": "the iris stage's angles",
                 "both": "both gaze signals"}
 METHODS = ("auto",) + tuple(c.name for c in regression.CANDIDATES)
+# "auto" (chosen from the targets) or one of the fixed models: the mouse's --calibration-model, eval's --calibration
+CalibrationMethod = StrEnum("CalibrationMethod", [(m.upper().replace("-", "_"), m) for m in METHODS])
 DEFAULT_MAX_ERROR_DEG = 8.0
 DEFAULT_DISTANCE_MM = 600.0
 # what to do about a calibration whose gaze signal the pipeline does not compute (check_signals)
@@ -127,6 +130,16 @@ def target_points(layout: str | int, width: int, height: int, margin: float = 0.
     ys, xs = np.meshgrid(np.linspace(margin, 1 - margin, rows), np.linspace(margin, 1 - margin, cols),
                          indexing="ij")
     return np.stack([xs.ravel() * (width - 1), ys.ravel() * (height - 1)], axis=1)
+
+
+def checked_layout(text: str) -> str:
+    """A layout of targets as target_points takes it (9, 5, N, RxC), checked now rather than when a
+    calibration starts: a Setting's parser (the mouse's --targets, eval's --online); ValueError says why."""
+    try:
+        target_points(text, 2, 2)
+    except EdgegazeError as e:
+        raise ValueError(str(e)) from None
+    return text
 
 
 def face_angles(face) -> np.ndarray | None:

@@ -17,10 +17,34 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from pipeline.results import FaceResult
+from pipeline.settings import Options, setting
+
+
+@dataclass
+class ClickConfig(Options):
+    """The clicks' and the closed eyes' settings (`edgegaze mouse`); the detectors below take their
+    defaults from here."""
+
+    dwell: bool = setting(False, "click after the pointer rests")
+    dwell_s: float = setting(1.0, "s the pointer rests for a dwell click", above=0, flag="--dwell-time")
+    dwell_radius_px: float = setting(30.0, "px it may move while resting", low=0, flag="--dwell-radius")
+    blink: bool = setting(False, "click on a deliberate blink")
+    blink_min_s: float = setting(0.2, "s, shorter closures are ignored", low=0, flag="--blink-min")
+    blink_max_s: float = setting(0.7, "s, longer ones are not clicks", above=0, flag="--blink-max")
+    blink_lead_s: float = setting(0.1, "a blink clicks where the pointer was this long (s) before the eyes closed",
+                                  low=0, flag="--blink-lead")
+    eye_open_threshold: float = setting(0.5, "eye-state open probability below which an eye is closed", above=0, high=1,
+                                        flag="--eye-threshold")
+    lid_closed_ratio: float = setting(0.5, "iris-model eyelid gap below this share of your open-eye level = closed",
+                                      above=0, high=1, flag="--lid-ratio")
+    ear_threshold: float = setting(0.18, "FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state "
+                                   "run", above=0)
+
 
 # FaceMesh-468 indices: p1..p6 of Soukupova & Cech's EAR (corner, top, top, corner, bottom, bottom).
 EAR_RIGHT = (33, 160, 158, 133, 153, 144)
@@ -77,7 +101,8 @@ class EyeClosure:
     it. On the shared videos blink frames read 0.25-0.4 of that median and 98 % of all frames read
     above 0.75 (scripts/eye_openness.py)."""
 
-    def __init__(self, open_threshold: float = 0.5, closed_ratio: float = 0.5, ear_threshold: float = 0.18,
+    def __init__(self, open_threshold: float = ClickConfig.eye_open_threshold,
+                 closed_ratio: float = ClickConfig.lid_closed_ratio, ear_threshold: float = ClickConfig.ear_threshold,
                  history: int = 90, min_history: int = 15):
         self.open_threshold, self.closed_ratio, self.ear_threshold = open_threshold, closed_ratio, ear_threshold
         self.min_history = min_history
@@ -106,7 +131,8 @@ class DwellClicker:
     of `time_s`, not its last position, so the jitter that remains after the filter averages out
     and a small correction made early in the rest is not averaged in."""
 
-    def __init__(self, time_s: float = 1.0, radius_px: float = 30.0, settle: float = 1 / 3):
+    def __init__(self, time_s: float = ClickConfig.dwell_s, radius_px: float = ClickConfig.dwell_radius_px,
+                 settle: float = 1 / 3):
         self.time_s, self.radius_px, self.settle = time_s, radius_px, settle
         self.reset()
 
@@ -151,7 +177,7 @@ class ClosureTimer:
 
 
 class BlinkClicker:
-    def __init__(self, min_s: float = 0.2, max_s: float = 0.7):
+    def __init__(self, min_s: float = ClickConfig.blink_min_s, max_s: float = ClickConfig.blink_max_s):
         self.min_s, self.max_s = min_s, max_s
         self._timer = ClosureTimer()
 

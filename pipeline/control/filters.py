@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.control.mapping import MotionConfig
+
 
 class PointFilter:
-    """One Euro filter on a 2-D point; call with (x, y) and a timestamp in seconds."""
+    """One Euro filter on a 2-D point; call with (x, y) and a timestamp in seconds. The defaults are
+    the mouse's (MotionConfig)."""
 
-    def __init__(self, min_cutoff: float = 0.5, beta: float = 0.003, d_cutoff: float = 1.0,
-                 freq: float = 30.0):
+    def __init__(self, min_cutoff: float = MotionConfig.min_cutoff, beta: float = MotionConfig.beta,
+                 d_cutoff: float = 1.0, freq: float = 30.0):
         self.params = dict(freq=freq, mincutoff=min_cutoff, beta=beta, dcutoff=d_cutoff)
         self.reset()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pipeline.control.clicks import EyeClosure
+from pipeline.control.clicks import ClickConfig, EyeClosure
 from pipeline.control.filters import PointFilter
 from pipeline.control.mapping import MotionConfig, Screen, shape_step
 from pipeline.control.pointer import Action, ActionKind, Hold, Moment, Sample
@@ -29,7 +29,6 @@ from pipeline.control.xclicks import wayland_session
 from pipeline.errors import EdgegazeError, WriteError
 from pipeline.paths import output_target, temp_beside
 from pipeline.results import FaceResult
-from pipeline.settings import Options, setting
 
 
 class FailSafeTriggered(Exception):
@@ -211,24 +210,6 @@ class TrajectoryRecorder:
 # 5-30 deg on the 1-3 frames whose lids are opening (webcam_640x480.mp4's blinks; bench_pointing
 # measures it on every shared video).
 REOPEN_S = 0.1
-
-
-@dataclass
-class ClickConfig(Options):
-    dwell: bool = setting(False, "click after the pointer rests")
-    dwell_s: float = setting(1.0, "s the pointer rests for a dwell click", above=0, flag="--dwell-time")
-    dwell_radius_px: float = setting(30.0, "px it may move while resting", low=0, flag="--dwell-radius")
-    blink: bool = setting(False, "click on a deliberate blink")
-    blink_min_s: float = setting(0.2, "s, shorter closures are ignored", low=0, flag="--blink-min")
-    blink_max_s: float = setting(0.7, "s, longer ones are not clicks", above=0, flag="--blink-max")
-    blink_lead_s: float = setting(0.1, "a blink clicks where the pointer was this long (s) before the eyes closed",
-                                  low=0, flag="--blink-lead")
-    eye_open_threshold: float = setting(0.5, "eye-state open probability below which an eye is closed", above=0, high=1,
-                                        flag="--eye-threshold")
-    lid_closed_ratio: float = setting(0.5, "iris-model eyelid gap below this share of your open-eye level = closed",
-                                      above=0, high=1, flag="--lid-ratio")
-    ear_threshold: float = setting(0.18, "FaceMesh eye aspect ratio for closed, when neither iris lids nor eye state "
-                                   "run", above=0)
 
 
 def standard_triggers(clicks: ClickConfig, pause_gesture_s: float | None = 1.0, zoom=None) -> list:

@@ -6,7 +6,6 @@ takes the same)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from pipeline.arguments import add_pipeline_options, spec_from_args
 from pipeline.cameras import LiveOptions
@@ -15,15 +14,14 @@ from pipeline.control.teaching import LEARNING, LearningOptions
 from pipeline.control.mapping import MappingConfig, MotionConfig
 from pipeline.control.modes import MODES, POINTER, Mode, PointerOptions
 from pipeline.control.modes import check as check_pointer
-from pipeline.control.mouse import ClickConfig
+from pipeline.control.clicks import ClickConfig
 from pipeline.control.pointing import POINTING, PointingOptions
 from pipeline.errors import EdgegazeError
 from pipeline.settings import Options, add_arguments, from_args, section, setting
+from pipeline.sources import SourceOptions
 from pipeline.spec import PipelineSpec
 
 MOTION, CLICKS, CALIBRATION = "motion", "clicks (off by default) and pause", "calibration (gaze mode)"
-# "auto" (chosen from the targets) or one of the calibration's fixed models
-CalibrationMethod = StrEnum("CalibrationMethod", [(m.upper().replace("-", "_"), m) for m in cal.METHODS])
 
 
 def _screen_size(text: str) -> tuple[int, int]:
@@ -37,17 +35,9 @@ def _screen_size(text: str) -> tuple[int, int]:
     raise ValueError(f"must be WIDTHxHEIGHT, e.g. 1920x1080, not {text!r}")
 
 
-def _targets(text: str) -> str:
-    try:  # checked now, not when gaze mode starts calibrating
-        cal.target_points(text, 2, 2)
-    except EdgegazeError as e:
-        raise ValueError(str(e)) from None
-    return text
-
-
 @dataclass
 class MouseOptions(Options):
-    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...) or video file", metavar="SOURCE")
+    source: SourceOptions = section(SourceOptions)  # --input, --max-frames, --flip
     mode: Mode = setting(Mode.HEAD, "; ".join(f"{m}: {d.help}" for m, d in MODES.items()))
     # the pipeline (PipelineSpec: stages, runtime options); None: the default set. A deployment
     # profile (or bundle) replaces its stages and the runtime options a profile sets; --param
@@ -55,8 +45,6 @@ class MouseOptions(Options):
     pipeline: PipelineSpec | None = None
     profile: str | None = None
     params: list[str] | None = None
-    max_frames: int | None = setting(None, "stop after this many frames (default: until the input ends)", low=1)
-    flip: bool = setting(False, "mirror the input (selfie view); directions stay right")
     # a camera that goes away is waited for, all day: the pointer pauses until it is back
     live: LiveOptions = section(LiveOptions, reconnect_s=None)
     dry_run: bool = setting(False, "compute and record targets, move nothing")
@@ -77,7 +65,7 @@ class MouseOptions(Options):
     calibration: str | None = setting(None, "calibration JSON (default: per user and screen in the config dir)",
                                       metavar="FILE", group=CALIBRATION)
     recalibrate: bool = setting(False, "run the on-screen calibration even if a file exists", group=CALIBRATION)
-    targets: str = setting("9", "calibration targets: 9, 5, N (N x N grid) or RxC", parser=_targets,
+    targets: str = setting("9", "calibration targets: 9, 5, N (N x N grid) or RxC", parser=cal.checked_layout,
                            group=CALIBRATION)
     user: str | None = setting(None, "user name for the calibration file (default: login name)", metavar="NAME",
                                group=CALIBRATION)
@@ -88,8 +76,8 @@ class MouseOptions(Options):
     calibrate_from: str | None = setting(None, "fit and evaluate from a recorded session, then exit", metavar="VIDEO",
                                          group=CALIBRATION)
     targets_csv: str | None = setting(None, "with --calibrate-from: frame,x_px,y_px", metavar="FILE", group=CALIBRATION)
-    calibration_method: CalibrationMethod = setting(
-        CalibrationMethod("auto"), "auto: chosen from the targets by leave-one-target-out; or one fixed model",
+    calibration_method: cal.CalibrationMethod = setting(
+        cal.CalibrationMethod.AUTO, "auto: chosen from the targets by leave-one-target-out; or one fixed model",
         flag="--calibration-model", group=CALIBRATION)
     max_calibration_error_deg: float | None = setting(
         cal.DEFAULT_MAX_ERROR_DEG, "refuse (and retry) a live calibration whose validation error is above this "

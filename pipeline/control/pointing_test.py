@@ -40,7 +40,7 @@ def run_pointing_test(o: MouseOptions, log=print) -> dict:
     result = pointing.score(task, session.selections)
     result.update(mode=str(o.mode), zoom=o.pointer.zoom, fixation_hold=o.pointer.fixation_hold,
                   learning=teacher is not None, clicks=[k for k in ("dwell", "blink") if getattr(o.clicks, k)],
-                  input=o.input, frames=frames, stopped_by=stopped, seconds=round(time.perf_counter() - start, 1),
+                  input=o.source.input, frames=frames, stopped_by=stopped, seconds=round(time.perf_counter() - start, 1),
                   calibration_error_deg=(calib.validation or {}).get("mean_error_deg") if calib is not None else None)
     return result
 

@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from pipeline.control.clicks import BlinkClicker, DwellClicker, EyesClosedGesture
+from pipeline.control.clicks import BlinkClicker, ClickConfig, DwellClicker, EyesClosedGesture
 from pipeline.control.pointer import Action, ActionKind, Moment
 
 LIVE = ("moved", "still", "fixation")  # states where the pointer is under the user's control
@@ -27,7 +27,8 @@ class Dwell:
 
     source = "dwell"
 
-    def __init__(self, time_s: float = 1.0, radius_px: float = 30.0, kind: ActionKind = ActionKind.CLICK):
+    def __init__(self, time_s: float = ClickConfig.dwell_s, radius_px: float = ClickConfig.dwell_radius_px,
+                 kind: ActionKind = ActionKind.CLICK):
         self.detector, self.kind = DwellClicker(time_s, radius_px), kind
 
     def reset(self) -> None:
@@ -47,7 +48,8 @@ class Blink:
 
     source = "blink"
 
-    def __init__(self, min_s: float = 0.2, max_s: float = 0.7, lead_s: float = 0.1, kind: ActionKind = ActionKind.CLICK):
+    def __init__(self, min_s: float = ClickConfig.blink_min_s, max_s: float = ClickConfig.blink_max_s,
+                 lead_s: float = ClickConfig.blink_lead_s, kind: ActionKind = ActionKind.CLICK):
         self.detector, self.kind, self.lead_s = BlinkClicker(min_s, max_s), kind, lead_s
         self.reset()
 

@@ -24,6 +24,7 @@ import numpy as np
 from pipeline.control import calibration as cal
 from pipeline.control.learning import Learner
 from pipeline.errors import EdgegazeError
+from pipeline.evaluate.options import OnlineOptions
 
 LAST = 5  # the issue's "last five" steps
 REPEATS = 20
@@ -44,7 +45,7 @@ def start_targets(points: np.ndarray, layout: str, width: int, height: int) -> l
 
 
 def evaluate(targets: np.ndarray, samples: dict[int, list], screen: cal.ScreenGeometry, layout: str = "5",
-             wrong: float = 0.0, seed: int = 0, repeats: int = REPEATS) -> dict:
+             wrong: float = OnlineOptions.wrong, seed: int = OnlineOptions.seed, repeats: int = REPEATS) -> dict:
     """The online figures of one session's samples (calibration.samples_from_session); the start's
     map fitted once, then learning with no wrong click and, when `wrong`, `repeats` seeded runs."""
     keys = [k for k in sorted(samples) if len(samples[k])]

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import sources, zoo
-from pipeline.builder import stage as zoo_stage  # threads=0 below: OpenVINO's own choice, as calibration always ran
+from pipeline.builder import stage as zoo_stage  # threads=None below: OpenVINO's own choice, as calibration always ran
 from pipeline.errors import EdgegazeError
 from pipeline.paths import expand
 from pipeline.results import Face, FaceResult
@@ -141,7 +141,7 @@ class Calibration:
 
     # --- detectors ---------------------------------------------------------------------------
     def _detector_items(self, spec: zoo.ModelSpec) -> Items:
-        det = zoo_stage(spec.id, threads=0)
+        det = zoo_stage(spec.id, threads=None)
         out = Items([], [])
         for frames, dest, held in ((self.calib_frames, out.calib, None), (self.val_frames, out.val, "val"),
                                    (self.check_frames, out.check, "check")):
@@ -174,8 +174,8 @@ class Calibration:
         if set_name in self._faces:
             return self._faces[set_name]
         chosen = zoo.sets()[set_name]
-        det = zoo_stage(chosen["face"], threads=0)
-        upstream = [(kind, zoo_stage(chosen[kind], threads=0)) for kind in UPSTREAM if chosen.get(kind)]
+        det = zoo_stage(chosen["face"], threads=None)
+        upstream = [(kind, zoo_stage(chosen[kind], threads=None)) for kind in UPSTREAM if chosen.get(kind)]
         out = []
         for frames in (self.calib_frames, self.val_frames, self.check_frames):
             per_frame = []
@@ -196,7 +196,7 @@ class Calibration:
 
     def _face_items(self, spec: zoo.ModelSpec, set_name: str | None = None) -> Items:
         calib_res, val_res, check_res = self._face_results(set_name or spec.set)
-        stage = zoo_stage(spec.id, threads=0)
+        stage = zoo_stage(spec.id, threads=None)
 
         def items(frame, result):
             return model_items(stage.compiled, stage.preprocess(frame, result)[0])

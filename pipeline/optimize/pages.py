@@ -183,13 +183,19 @@ def _summary_columns(links: dict) -> list:
                              "FP32 layers", ""), Column(lambda r: r.get("calibration_s"), "calibration s")]
 
 
+def quantize_summary_table(reports: list[dict], links: dict | None = None) -> Table:
+    """A row per model's INT8 outcome: summary.md's table, and what `optimize quantize` prints of the
+    models it ran. `links`: model id -> its page (none: the name alone)."""
+    return Table("models", _summary_columns(links or {}), reports)
+
+
 def write_quantize_summary(reports: list[dict], out: Path, files: list[Path]) -> Path:
     """<out>/summary.md and summary.html: every model with a report in `out`, linked to its page."""
     links = {r["model_id"]: f"{r['model_id']}/report.html" for r in reports if (out / r["model_id"] / "report.html").is_file()}
     view = View("INT8 quantization: every model", [
         Text("Every model with a report in this folder (this run's and earlier ones'). Drop = the metric's change against "
              "FP32 on the held-out items, its budget in brackets. A model's name opens its page."),
-        Table("models", _summary_columns(links), reports)])
+        quantize_summary_table(reports, links)])
     return _write(view, out, "summary", {}, files, what="edgegaze optimize quantize",
                   summary=", ".join(f"{r['model_id']} {r['status']}" for r in reports))
 

@@ -399,22 +399,3 @@ def _int8(model: ov.Model, images: np.ndarray, batch: int) -> ov.Model:
     items = [np.repeat(images[i:i + 1], batch, 0) for i in range(0, len(images), max(1, len(images) // 100))]
     return nncf.quantize(model, nncf.Dataset(items), preset=nncf.QuantizationPreset.PERFORMANCE,
                          subset_size=len(items))
-
-
-def markdown(reports: list[dict]) -> str:
-    head = ("| model | tag | params dense / non-zero | MMACs dense / non-zero | IR MB raw / gzip | "
-            "recovery steps (train crops) | error pruned / refit / distilled | p50 ms 1t (FP32 → pruned) | p50 ms 2t | speedup est. FLOPs / profile / measured 1t |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
-    rows = []
-    for r in reports:
-        p, lat = r["pruned"], r.get("latency_p50", {})
-        one, two = lat.get("1t", {}), lat.get("2t", {})
-        fit = f"{r['error_refit']:.3f} / " if "error_refit" in r else "- / "
-        rows.append(
-            f"| {r['model_id']} | {r['tag']} | {p['params']:,} / {p['params_nonzero']:,} (FP32 {r['dense']['params']:,}) | "
-            f"{p['macs'] / 1e6:.1f} / {p['macs_nonzero'] / 1e6:.1f} (FP32 {r['dense']['macs'] / 1e6:.1f}) | "
-            f"{p['size_bytes'] / 1e6:.2f} / {p['size_gzip_bytes'] / 1e6:.2f} (FP32 {r['dense']['size_bytes'] / 1e6:.2f} / "
-            f"{r['dense']['size_gzip_bytes'] / 1e6:.2f}) | {r['steps']} ({r['crops']['train']}) | {r['error_before']:.3f} / {fit}{r['error_after']:.3f} {r['metric']} | "
-            f"{one.get('fp32_ms', '-')} → {one.get('pruned_ms', '-')} | {two.get('fp32_ms', '-')} → {two.get('pruned_ms', '-')} | "
-            f"{r['estimated_speedup_flops']} / {r.get('estimated_speedup_profile', '-')} / {one.get('speedup', '-')} |")
-    return head + "\n".join(rows) + "\n"

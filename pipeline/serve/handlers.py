@@ -125,7 +125,7 @@ def get_product(server, client, cmd):
 
 
 def get_serial(server, client, cmd):
-    return og.ack(cmd.id, {"VALUE": f"EG{zlib.crc32(shown(server.options.input).encode()):08X}"})
+    return og.ack(cmd.id, {"VALUE": f"EG{zlib.crc32(shown(server.options.source.input).encode()):08X}"})
 
 
 def get_company(server, client, cmd):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pipeline.cameras import LiveOptions
 from pipeline.control.options import _screen_size
 from pipeline.settings import Options, section, setting
+from pipeline.sources import SourceOptions
 from pipeline.spec import PipelineSpec
 
 DEFAULT_PORT = 4242  # Gazepoint's; PyGaze's libopengaze connects to 127.0.0.1:4242 and nowhere else
@@ -22,7 +23,7 @@ class StreamOptions(Options):
     prefix = "stream"
     pace: bool = setting(False, "release a video's frames at its frame rate, as a camera would (the server always "
                          "does)", flag=None)
-    loop: bool = setting(False, "replay a video input when it ends", group=RECORDS)
+    loop: bool = setting(False, "replay a video input when it ends (--max-frames: of each replay)", group=RECORDS)
     fixation_radius: float = setting(0.05, "fraction of the screen width a fixation's points stay within", above=0,
                                      high=1, group=RECORDS)
     fixation_min_s: float = setting(0.1, "seconds a fixation lasts to be one", low=0, flag="--fixation-min",
@@ -34,8 +35,7 @@ class StreamOptions(Options):
 @dataclass
 class ServeOptions(Options):
     prefix = "serve"
-    input: str = setting("0", "webcam index, camera URL (rtsp://, http(s)://...), or a video standing in for a camera "
-                         "(its frames paced at its rate)", metavar="SOURCE")
+    source: SourceOptions = section(SourceOptions)  # --input (a video stands in for a camera: paced at its rate)
     host: str = setting("127.0.0.1", "address to listen on; anything but loopback lets other computers read the gaze "
                         "(said on start)")
     port: int = setting(DEFAULT_PORT, "TCP port (0: any free one, said on start)", low=0, high=65535)
@@ -45,8 +45,6 @@ class ServeOptions(Options):
     calibration: str | None = setting(None, "calibration JSON to start with and save to (default: yours for the "
                                       "screen size, as `edgegaze mouse` saves it)", metavar="FILE")
     user: str | None = setting(None, "whose calibration (default: the login name)", metavar="NAME")
-    max_frames: int | None = setting(None, "stop after this many frames (of each replay)", low=1)
-    flip: bool = setting(False, "mirror the input (selfie view)")
     # a camera that goes away is waited for, as long as the server runs; no records meanwhile
     live: LiveOptions = section(LiveOptions, reconnect_s=None)
     max_clients: int = setting(32, "connections at once; more are closed when they connect", low=1)

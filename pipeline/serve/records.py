@@ -111,7 +111,8 @@ class FixationFilter:
     form a fixation, valid once it lasted `min_s`; a point outside starts a candidate. A short gap
     (a blink, a lost frame) does not end a fixation; one over `max_gap_s` does."""
 
-    def __init__(self, radius: float = 0.05, min_s: float = 0.1, max_gap_s: float = 0.3):
+    def __init__(self, radius: float = StreamOptions.fixation_radius, min_s: float = StreamOptions.fixation_min_s,
+                 max_gap_s: float = 0.3):
         self.radius, self.min_s, self.max_gap_s = radius, min_s, max_gap_s
         self.id, self._centre, self._start, self._n, self._last, self._counted = 0, None, 0.0, 0, -math.inf, False
 

@@ -46,7 +46,6 @@ def open_stream(options: ServeOptions, screen: tuple[int, int], log=print) -> Ga
     too) over the input, with the user's saved calibration for this screen where there is one."""
     from pipeline import builder
     from pipeline.runner import Pipeline
-    from pipeline.sources import open_source
     from pipeline.spec import PipelineSpec
 
     calibration, path = saved_calibration(options, screen, log)  # a bad file fails before any compile
@@ -54,8 +53,7 @@ def open_stream(options: ServeOptions, screen: tuple[int, int], log=print) -> Ga
     cal.use_signals(pipe)
     if calibration is not None:
         cal.check_signals(pipe, cal.needs(calibration.model), f"calibration {path}")
-    source = open_source(options.input, max_frames=options.max_frames, flip=options.flip,
-                         live=replace(options.live, wait=True))
+    source = options.source.open(replace(options.live, wait=True))
     return GazeStream(pipe, source, calibration, replace(options.stream, pace=True))  # a video stands in for a camera
 
 
@@ -115,7 +113,7 @@ def serve(options: ServeOptions, log=print) -> ServeSummary:
     if options.lsl:
         from pipeline.serve.lsl import LslOutlets
 
-        lsl = LslOutlets("edgegaze", f"edgegaze-{shown(options.input)}", stream.fps)  # LSL announces it to the network
+        lsl = LslOutlets("edgegaze", f"edgegaze-{shown(options.source.input)}", stream.fps)  # LSL announces it to the network
     server = OpenGazeServer(stream, options, screen, log, lsl, saver(options, log), TargetWindow(screen, log))
     try:
         return asyncio.run(_serve(server, stream, options, log))

@@ -41,6 +41,9 @@ class PipelineSpec:
 
     stages: Mapping[str, StageChoice]
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
+    # --param items with_params placed on no stage (not STAGE.KEY=VALUE, or no stage of this
+    # pipeline): check() reports them with every other problem
+    unplaced: tuple[Problem, ...] = ()
 
     @classmethod
     def from_set(cls, name: str = zoo.DEFAULT_SET, precision: str = "FP32",
@@ -91,21 +94,26 @@ class PipelineSpec:
 
     def with_params(self, items: Iterable[str] | Mapping[str, Mapping[str, Any]] | None) -> PipelineSpec:
         """Stage parameters over the stages' own: ["ID.KEY=VALUE", ...] (--param) or {ID: {KEY: value}},
-        each on the stage (or part) with that id, as given: the builder reads and checks them."""
+        each on the stage (or part) with that id, as given: the builder reads and checks them. An item
+        that is malformed or names no stage of the pipeline raises nothing here: check() reports it,
+        with every other problem of the spec (`unplaced`)."""
         if not items:
             return self
-        by_id = params.by_stage(items, list(dict.fromkeys(c.id for choice in self.stages.values() for c in choice.runs())))
+        ids = list(dict.fromkeys(c.id for choice in self.stages.values() for c in choice.runs()))
+        by_id, unplaced = params.by_stage(items, ids)
 
         def update(c: StageChoice) -> StageChoice:
             return replace(c, params={**c.params, **by_id.get(c.id, {})},
                            parts={role: update(p) for role, p in c.parts.items()})
-        return replace(self, stages={k: update(c) for k, c in self.stages.items()})
+        return replace(self, stages={k: update(c) for k, c in self.stages.items()},
+                       unplaced=(*self.unplaced, *unplaced))
 
     def check(self) -> list[Problem]:
         """What the spec alone can tell is wrong with it, each problem naming its field: its stages
-        (kinds, ids, a face detector), then its runtime options. [] says nothing of what only the
-        classes tell (what a stage requires, its parameters): builder.check(spec) says everything."""
-        return checks.problems(self.stages, self.runtime)
+        (kinds, ids, a face detector), the --param items placed on no stage, then its runtime options.
+        [] says nothing of what only the classes tell (what a stage requires, its parameters):
+        builder.check(spec) says everything."""
+        return checks.problems(self.stages, self.runtime, self.unplaced)
 
     def to_table(self) -> dict:
         """The profile tables (spec/toml.py)."""

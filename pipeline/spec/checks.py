@@ -5,7 +5,7 @@ requires upstream, its parameters) the builder adds: pipeline/builder.py `check`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from pipeline import catalog
 from pipeline.errors import Problem
@@ -17,14 +17,15 @@ def words(kind: str) -> str:
     return kind.replace("_", "-")
 
 
-def problems(stages: Mapping[str, StageChoice], runtime: RuntimeOptions) -> list[Problem]:
-    """The stages' problems, then the runtime options'."""
+def problems(stages: Mapping[str, StageChoice], runtime: RuntimeOptions,
+             params: Iterable[Problem] = ()) -> list[Problem]:
+    """The stages' problems, the --param items placed on no stage (`params`), then the runtime options'."""
     found = [Problem(f"stages.{k}", f"unknown stage kind '{k}'; valid: {', '.join(STAGE_KINDS)}")
              for k in stages if k not in STAGE_KINDS]
     if "face" not in stages:
         found.append(Problem("stages.face", "a pipeline needs a face detector ({stages.face})"))
     found += [p for kind, choice in stages.items() if (p := stage_problem(kind, choice))]
-    return found + runtime.check()
+    return found + list(params) + runtime.check()
 
 
 def stage_problem(kind: str, choice: StageChoice) -> Problem | None:

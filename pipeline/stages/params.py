@@ -1,6 +1,6 @@
 """What a stage declares, as `edgegaze models show` prints it: its class, kind, requirements, the
 IR outputs it reads and its parameters (its `Params`, each a pipeline.settings.Setting: `--param
-STAGE.KEY=VALUE`, read by pipeline.spec.parse_params).
+STAGE.KEY=VALUE`, read by pipeline.builder.parse_params).
 
 STAGE is the stage id: a zoo model id (e.g. face-detection-short-range) or a model-free stage
 (mesh). Parameters belong to the class that runs that model, so the same knob can differ between

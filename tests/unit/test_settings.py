@@ -90,6 +90,17 @@ def test_a_bad_flag_is_one_line_naming_it(args, says, capsys):
     assert says in capsys.readouterr().err
 
 
+def test_a_required_setting_has_no_default(capsys):
+    """`run` requires --input, which the mouse and the server default to webcam 0 (sources.SourceOptions)."""
+    p = argparse.ArgumentParser()
+    settings.add_arguments(p, Example, required=("count",))
+    assert settings.from_args(Example, p.parse_args(["--count", "4"])).count == 4
+    assert "how many\n" in p.format_help()  # no "(default: 3)"
+    with pytest.raises(SystemExit):
+        p.parse_args([])
+    assert "the following arguments are required: --count" in capsys.readouterr().err
+
+
 def test_check_names_each_field_its_values_cannot_be():
     bad = Example(count=0, shape="oval", workers=-1)
     assert [(p.field, str(p)) for p in bad.check()] == [
@@ -106,3 +117,29 @@ def test_the_docs_option_tables_are_the_declarations():
     for page in pages:
         assert settings.refresh_tables(page.read_text()) == page.read_text(), \
             f"{page.name}: run python scripts/options_tables.py"
+
+
+def test_the_pointer_s_parts_take_their_defaults_from_the_settings():
+    """The One Euro filter, the eye closure, the dwell and blink detectors and triggers, the server's
+    fixation filter and the live calibration retyped the options' defaults; each is the declaration's."""
+    import inspect
+
+    from pipeline.control import app, clicks, filters, triggers
+    from pipeline.control.mapping import MotionConfig
+    from pipeline.control.options import MouseOptions
+    from pipeline.serve import records
+    from pipeline.serve.options import StreamOptions
+
+    motion, click, stream, mouse = MotionConfig(), clicks.ClickConfig(), StreamOptions(), MouseOptions()
+    dwell = {"time_s": click.dwell_s, "radius_px": click.dwell_radius_px}
+    blink = {"min_s": click.blink_min_s, "max_s": click.blink_max_s}
+    expected = [(filters.PointFilter, {"min_cutoff": motion.min_cutoff, "beta": motion.beta}),
+                (clicks.EyeClosure, {"open_threshold": click.eye_open_threshold, "closed_ratio": click.lid_closed_ratio,
+                                     "ear_threshold": click.ear_threshold}),
+                (clicks.DwellClicker, dwell), (triggers.Dwell, dwell), (clicks.BlinkClicker, blink),
+                (triggers.Blink, {**blink, "lead_s": click.blink_lead_s}),
+                (records.FixationFilter, {"radius": stream.fixation_radius, "min_s": stream.fixation_min_s}),
+                (app.calibrate_live, {"layout": mouse.targets, "method": mouse.calibration_method})]
+    for made, declared in expected:
+        parameters = inspect.signature(made).parameters
+        assert {k: parameters[k].default for k in declared} == declared, made.__name__

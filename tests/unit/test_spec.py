@@ -79,6 +79,25 @@ def test_a_bad_param_is_one_error_naming_the_item(item, says):
     assert "--param" not in str(e.value)  # the library's own wording names the argument: params 'ITEM'
 
 
+def test_every_bad_param_is_reported_with_the_spec_s_other_problems():
+    """with_params raised at the first malformed item or unknown stage, before the spec's other
+    checks: now it raises nothing, and building reports every item at fault and the rest, at once."""
+    items = ["face-detection-short-range.score_threshold", "nope.k=1", "open-closed-eye-0001.x=1",
+             "face-detection-short-range.k=1", "face-landmark.roi_scale=2"]
+    spec = PipelineSpec.from_set("mediapipe").with_params(items).with_runtime(max_faces=0)
+    assert spec.stages["landmarks"].params == {"roi_scale": "2"}  # the good item is placed all the same
+    assert [p.field for p in spec.check()] == ["params", "params", "params", "runtime.max_faces"]
+    with pytest.raises(ConfigError) as e:
+        resolve(spec)
+    assert [p.field for p in e.value.problems] == ["params"] * 4 + ["runtime.max_faces"]
+    said = e.value.words(flag)
+    for item in items[:4]:
+        assert f"--param {item}:" in said, said
+    with pytest.raises(ConfigError) as e:
+        parse_params(["nope.k=1", "mesh.hfov_deg=wide", "x"])
+    assert len(e.value.problems) == 3
+
+
 def test_params_without_a_pipeline_are_checked_against_every_zoo_stage():
     assert parse_params(["mesh.hfov_deg=50"]) == {"mesh": {"hfov_deg": 50.0}}
     with pytest.raises(ConfigError, match="unknown stage 'nope'"):
