@@ -7,8 +7,8 @@
 (c) edgegaze: `edgegaze default` (the pipeline `edgegaze run` and `edgegaze mouse` build with no
     flags, _common.default_pipeline), the same with FaceMesh's skip rule on (`--param
     face-landmark.still_motion=0.001`, _common.still_face_default: its gain in the same run), the
-    default as it was before issue 37 (the mesh fit alone as its head pose, unmapped for the gaze
-    network: what the fused head pose's cost is measured against), the mediapipe set (iris gaze)
+    default with the mesh fit alone as its head pose (no 3DDFA_V2 network, the pose given to the gaze
+    network unmapped: what the fused head pose's cost is measured against), the mediapipe set (iris gaze)
     sync and async, the omz set at
     FP32 and at FP16-INT8, and the mediapipe set with a pruned iris model when one is on disk
     (CH25/CH20, `edgegaze optimize prune`).
@@ -49,18 +49,18 @@ from pipeline.views import View  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE.parent / ".venv-peers"
 
-PREVIOUS_DEFAULT = "edgegaze default before issue 37 (head pose mesh)"
+MESH_POSE = "edgegaze default with the mesh fit alone as head pose"
 _UDACITY = dict(models="omz", tracking=False, eye_state="none", threads=0, async_mode=False)
 CONTENDERS = {
     "udacity-style omz FP32": dict(_UDACITY, precision="FP32"),
     "udacity-style omz FP16": dict(_UDACITY, precision="FP16"),
     "edgegaze default": default_pipeline(),
     # the default with FaceMesh's skip rule on (off by default): its gain, in the same run
-    "edgegaze default still_motion=0.001": still_face_default(),
+    "edgegaze default with FaceMesh skipped on still faces (still_motion=0.001)": still_face_default(),
     "edgegaze default --async": dict(default_pipeline(), async_mode=True),
-    # the default before issue 37 (the cost target's reference): the mesh fit alone as the head pose, given
+    # the fused head pose's cost reference: the mesh fit alone as the head pose (as the mediapipe set), given
     # to the gaze network unmapped
-    PREVIOUS_DEFAULT: dict(default_pipeline(), head_pose="mesh", params={"gaze-estimation-adas-0002": {"pose_pitch_offset": 0.0}}),
+    MESH_POSE: dict(default_pipeline(), head_pose="mesh", params={"gaze-estimation-adas-0002": {"pose_pitch_offset": 0.0}}),
     "edgegaze mediapipe FP32 sync": dict(models="mediapipe", precision="FP32", async_mode=False),
     "edgegaze mediapipe FP32 async": dict(models="mediapipe", precision="FP32", async_mode=True),
     "edgegaze omz FP32 sync": dict(models="omz", precision="FP32", async_mode=False),
@@ -159,7 +159,9 @@ def main() -> None:
     peer = None if args.no_mediapipe else Peer(args.video, args.frames)
     frames = list(open_source(args.video, max_frames=args.frames))
     contenders = {**CONTENDERS, **{f"edgegaze {n}": kw for n, kw in pruned_iris().items()}}
-    names = args.contenders.split(",") if args.contenders else list(contenders)
+    names = [n.strip() for n in args.contenders.split(",")] if args.contenders else list(contenders)
+    if unknown := [n for n in names if n not in contenders]:
+        raise SystemExit(f"unknown contender(s): {', '.join(unknown)}; known: {'; '.join(contenders)}")
     pipes = {n: build_pipeline(**contenders[n]) for n in names}
     for p in pipes.values():
         list(p.run(frames[:5]))
@@ -178,10 +180,10 @@ def main() -> None:
               f"{100 * r.get('core_share_at_fps', float('nan')):.1f}% of a core, latency p50 "
               f"{r.get('latency_p50_ms', float('nan')):.2f} ms")
     by_name = {r["contender"]: r for r in rows}
-    if {"edgegaze default", PREVIOUS_DEFAULT} <= set(by_name):  # issue 37's cost target: at most 1.05x
-        now, before = by_name["edgegaze default"], by_name[PREVIOUS_DEFAULT]
+    if {"edgegaze default", MESH_POSE} <= set(by_name):  # what the fused head pose costs (headpose.md: at most 1.05x)
+        now, before = by_name["edgegaze default"], by_name[MESH_POSE]
         print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame of "
-              f"the default before issue 37 (paced: {now.get('paced_cpu_ms_per_frame', float('nan')) / before.get('paced_cpu_ms_per_frame', float('nan')):.3f}x)")
+              f"the same with the mesh fit alone as head pose (paced: {now.get('paced_cpu_ms_per_frame', float('nan')) / before.get('paced_cpu_ms_per_frame', float('nan')):.3f}x)")
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_after}
     write(Path(args.out), {"machine": info, "frames": len(frames), "rows": rows}, args)
 
