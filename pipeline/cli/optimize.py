@@ -21,7 +21,8 @@ def _optimize_quantize(args) -> int:
 
     options = quantize.QuantizeOptions(preset=args.preset, budget=metrics.parse_budget(args.max_drop),
                                        ignore=tuple(args.ignore or ()), full_sensitivity=args.sensitivity,
-                                       force=args.force, out=args.out, train=args.train, lr=args.lr, seed=args.seed)
+                                       force=args.force, out=args.out, train=args.train, lr=args.lr, seed=args.seed,
+                                       range_margin=args.range_margin)
     reports = quantize.quantize(_selected_set(args), args.model, args.calib, options, subset=args.subset,
                                 check=args.check)
     print(pages.quantize_summary_table(reports).markdown({}))  # summary.md's table, of this run's models
@@ -36,7 +37,7 @@ def _optimize_prune(args) -> int:
 
     options = prune.PruneOptions(method=args.method, ratio=args.ratio, calib=args.calib, steps=args.steps,
                                  then_int8=args.then_int8, tag=args.tag, per_unit=args.per_unit, max_frames=args.frames,
-                                 block=args.channel_block, refit_convs=args.refit, focus=args.focus)
+                                 block=args.channel_block, refit_convs=args.refit, focus=args.focus, check=args.check or ())
     report = prune.prune(args.model, options, index=args.index)
     print(pages.prune_view(report).markdown(), end="")  # prune_report.md, but its figure
     return 0
@@ -88,6 +89,8 @@ def _add_quantize(optimize) -> None:
                    "from FP32 for STEPS steps (batch 16) on the calibration items (needs the torch extra)")
     p.add_argument("--lr", type=number(above=0), default=1e-5, help="--train: learning rate (default 1e-5)")
     p.add_argument("--seed", type=int, default=0, help="--train: seed of the crops drawn and how they are moved")
+    p.add_argument("--range-margin", type=number(low=1), default=1.5, help="--train: widen every activation range by this "
+                   "before training, so another person's activations are not clipped (default 1.5; 1 keeps the calibration's)")
     p.add_argument("--out", default="results/quantize", help="report folder")
     p.set_defaults(func=_optimize_quantize)
 
@@ -102,6 +105,8 @@ def _add_prune(optimize) -> None:
     p.add_argument("--ratio", type=float, required=True, help="unstructured: share of weights zeroed; structured: share of "
                    "the prunable layers' measured time to remove (0..1)")
     p.add_argument("--calib", required=True, help="video(s) or image folder(s) with faces, comma-separated; crops are cut from them")
+    p.add_argument("--check", help="other people's video(s) or image folder(s), comma-separated, never trained on: the "
+                   "exported model's error is also measured on their crops")
     p.add_argument("--steps", type=int_at_least(1), default=1600, help="distillation steps (batch 16) for recovery; "
                    "the iris model takes 0.2-0.3 s a step on 2 cores")
     p.add_argument("--then-int8", action="store_true", help="quantize the pruned model to INT8 (tag gets -INT8)")

@@ -70,11 +70,25 @@ def _export(student, spec: zoo.ModelSpec) -> ov.Model:
     return model
 
 
+def widen_ranges(student, margin: float) -> None:
+    """Every activation quantizer's range times `margin` (weights keep theirs). Ranges set on the
+    calibration's people clip another person's activations: the gaze network's eye features of a
+    man with glasses reached 1.2-1.6x the calibrated ranges in 8 layers, and his QAT INT8 was 2.2 deg
+    from FP32 (1.5: 0.72). Training then learns the wider scales down only where that pays on the
+    training items."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in student.named_parameters():
+            if "post_hooks" in name and name.endswith("_scale_param_storage"):  # NNCF's activation quantizers
+                p.mul_(margin)
+
+
 def train(spec: zoo.ModelSpec, items: list, steps: int, preset, lr: float = 1e-5, seed: int = 0, ignore=(),
-          log: Callable[[str], object] = print) -> tuple[ov.Model, ov.Model, dict]:
+          range_margin: float = 1.0, log: Callable[[str], object] = print) -> tuple[ov.Model, ov.Model, dict]:
     """(the QAT model as the pipeline runs it, the same without the embedded preprocessing: the form
     a zoo ships as a source, and what was done) from the model's calibration items; `ignore`:
-    regexes of layers left in float."""
+    regexes of layers left in float; `range_margin`: widen_ranges before training."""
     import nncf
 
     torch = torch_forms.require_torch()
@@ -90,12 +104,13 @@ def train(spec: zoo.ModelSpec, items: list, steps: int, preset, lr: float = 1e-5
     scope = nncf.IgnoredScope(names=_layers(teacher, data[0], ignore), validate=False)
     student = nncf.quantize(copy.deepcopy(teacher), nncf.Dataset(data), preset=preset, subset_size=len(data),
                             ignored_scope=scope)
+    widen_ranges(student, range_margin)
     ones, reference = np.ones(len(xs[0])), distill.run(teacher, x)
     start = distill.error(spec.id, distill.run(student, x), reference, ones)
     losses = distill.distill(student, teacher, images, spec.input, steps, lr=lr, seed=seed, log=log)
     end = distill.error(spec.id, distill.run(student, x), reference, ones)
     source = _export(student, spec)
-    done = {"steps": steps, "lr": lr, "seed": seed, "items": len(data), "train_s": round(time.perf_counter() - t, 1),
+    done = {"steps": steps, "lr": lr, "seed": seed, "range_margin": range_margin, "items": len(data), "train_s": round(time.perf_counter() - t, 1),
             "loss_first": round(float(np.mean(losses[:20])), 5) if losses else None,
             "loss_last": round(float(np.mean(losses[-20:])), 5) if losses else None,
             "calibration_error_before": round(start, 5), "calibration_error_after": round(end, 5)}
