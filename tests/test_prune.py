@@ -180,7 +180,8 @@ def unstructured(zoo_ready, torch_mod, sources, prune_index):
 
 @pytest.fixture(scope="module")
 def structured(zoo_ready, torch_mod, sources):
-    report = _run("iris-landmark", "structured", 0.5, "TEST-CH50", sources, steps=80, per_unit="uniform")
+    other = str(shared_path("video/stock_single_face_720p.mp4"))  # a person no step trains on
+    report = _run("iris-landmark", "structured", 0.5, "TEST-CH50", sources, steps=80, per_unit="uniform", check=other)
     yield report
     shutil.rmtree(paths.ir_dir("iris-landmark", "TEST-CH50"), ignore_errors=True)
 
@@ -257,6 +258,18 @@ def test_distillation_recovers_structured_pruning(structured):
     # they must take back most of what pruning broke.
     assert structured["error_after"] < 0.6 * structured["error_before"]
     assert abs(structured["error_exported_ir"] - structured["error_after"]) < 0.05
+
+
+def test_check_measures_the_exported_ir_on_another_person(structured):
+    """--check: the exported IR against the original IR on a person whose video no step trained
+    on, both fed u8 crops the way the pipeline feeds them, and the page shows it."""
+    from pathlib import Path
+
+    assert structured["check"] == [str(shared_path("video/stock_single_face_720p.mp4"))]
+    assert structured["crops"]["check"] >= 8
+    assert 0 < structured["error_check"] < 10  # % IOD: iris centres within 10 % IOD after 80 steps, as below
+    page = (Path(structured["ir"]).parent / "prune_report.md").read_text()
+    assert "exported IR, other people" in page and f"{structured['error_check']:.4f}" in page
 
 
 def test_pruned_iris_ir_tracks_the_original_on_real_eyes(structured, sources):

@@ -325,6 +325,45 @@ def test_several_calibration_sources_share_the_frames():
     assert len(cal.calib_frames) == 16 and len(cal.sources) == 2
 
 
+def test_range_margin_widens_activation_ranges_so_larger_inputs_pass():
+    """--range-margin: every activation quantizer's range (NNCF's torch form) is multiplied, the
+    weights' are not, so an activation past the calibrated range (another person's) is no longer
+    clipped. A tiny convolution net: this checks the mechanism; the QAT test below, the model."""
+    need("torch")
+    import copy
+
+    import nncf
+    import torch
+
+    from pipeline.optimize import qat
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(1, 4, 3), torch.nn.Conv2d(4, 2, 1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    qat._torch_native_fake_quantize()
+    torch.manual_seed(0)
+    net, data = Net(), [torch.rand(1, 1, 8, 8) for _ in range(16)]
+    student = nncf.quantize(copy.deepcopy(net), nncf.Dataset(data), subset_size=16)
+    scales = {n: p.detach().clone() for n, p in student.named_parameters() if n.endswith("_scale_param_storage")}
+    past = data[0] * 1.5  # half again past the inputs the ranges were set on
+
+    def error() -> float:
+        with torch.no_grad():
+            return float((student(past) - net(past)).abs().max())
+
+    clipped = error()
+    qat.widen_ranges(student, 2.0)
+    ratios = {n: float((p.detach() / scales[n]).mean()) for n, p in student.named_parameters() if n in scales}
+    assert {r for n, r in ratios.items() if "post_hooks" in n} == {2.0}  # activations
+    assert {r for n, r in ratios.items() if "pre_hooks" in n} == {1.0}  # weights
+    assert error() < 0.2 * clipped
+
+
 def test_quantization_aware_training_writes_a_drop_in_int8(home, tmp_path):
     """--train: NNCF's INT8 of the gaze network's PyTorch form, distilled from FP32 on the eyes the
     default set gives it, written as a drop-in INT8 IR (the FP32 IR's inputs and outputs) beside its
@@ -353,5 +392,6 @@ def test_quantization_aware_training_writes_a_drop_in_int8(home, tmp_path):
     assert int8.outputs[0].get_names() == fp32.outputs[0].get_names()
     assert any(op.get_type_name() == "FakeQuantize" for op in int8.get_ordered_ops())
     assert "12 steps" in convert.provenance_of(spec.id, "INT8")["qat"]
+    assert "range margin 1.5" in convert.provenance_of(spec.id, "INT8")["qat"]  # the default, recorded
     source = core.read_model(str(tmp_path / spec.id / "source" / f"{spec.id}.xml"))  # float input, as a zoo ships
     assert source.inputs[0].get_element_type() == ov.Type.f32 and list(source.inputs[0].get_shape()) == [1, 3, 60, 60]

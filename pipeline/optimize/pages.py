@@ -222,10 +222,14 @@ def _prune_errors(report: dict) -> list:
     columns = [Column("error_before", "pruned", ".4f"),
                Column(lambda r: r.get("error_refit"), "refit", ".4f"),  # structured with the refit only
                Column("error_after", "distilled", ".4f"), Column("error_exported_ir", "exported IR", ".4f")]
+    others = report.get("check") or []
+    if others:
+        columns.append(Column("error_check", "exported IR, other people", ".4f"))
     return [Heading("Accuracy: error against the original model"),
             Text(f"Held-out error of the pruned model against the original ({report['metric']}): after pruning alone, after "
                  "the least-squares refit of the convolutions that follow (structured), after distillation, and of the "
-                 "exported IR as the pipeline runs it."),
+                 "exported IR as the pipeline runs it" + (f"; last, the exported IR on {report['crops']['check']} crops of "
+                 f"{_codes(others)}, which no step trained on." if others else ".")),
             Table("errors", columns, [report], sortable=False)]
 
 

@@ -151,6 +151,8 @@ class PruneOptions:
     block: int = BLOCK  # structured: channel counts stay a multiple of this
     refit_convs: bool = True  # structured: least-squares refit before distillation
     focus: float = 1.0  # extra distillation weight on the outputs the pipeline reads
+    # other people's videos or photos, never trained on: the exported IR's error is also measured on them
+    check: tuple[str, ...] | list[str] | str = ()
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -165,6 +167,8 @@ class PruneOptions:
             raise EdgegazeError(f"--focus must be >= 0, got {self.focus}")
         calib = [self.calib] if isinstance(self.calib, str) else self.calib
         object.__setattr__(self, "calib", tuple(s for c in calib for s in str(c).split(",") if s.strip()))
+        check = [self.check] if isinstance(self.check, str) else self.check
+        object.__setattr__(self, "check", tuple(s for c in check for s in str(c).split(",") if s.strip()))
         # the tag names the IR folder and is written ID@TAG: a path, '@' or ',' would break both, and
         # a base precision's tag would replace that IR (FP32 is every other form's source)
         if not re.fullmatch(r"[A-Z0-9][A-Z0-9_-]*", self.out_tag):
@@ -191,6 +195,7 @@ class _Run:
     example: object
     t_ho: list  # the teacher's outputs on the held-out crops
     log: Callable
+    check: crops.CropSet | None = None  # crops of --check: other people, never trained on
 
     @property
     def tr(self) -> np.ndarray:
@@ -249,7 +254,10 @@ def _load(model_id: str, spec: zoo.ModelSpec, opts: PruneOptions, log) -> _Run:
         raise EdgegazeError(f"too few faces in {', '.join(opts.calib)} for a train/held-out split; use a longer video")
     log(f"{model_id}: {tr.sum()} training and {ho.sum()} held-out crops from {len(opts.calib)} source(s)")
     teacher, example = build(model_id)
-    return _Run(model_id, spec, opts, data, x, teacher, example, distill.run(teacher, x[ho]), log)
+    check = crops.cut(model_id, list(opts.check), max_frames=opts.max_frames // 4, heldout=1.0) if opts.check else None
+    if check is not None:
+        log(f"{model_id}: {len(check.images)} check crops from {len(opts.check)} source(s) no step trains on")
+    return _Run(model_id, spec, opts, data, x, teacher, example, distill.run(teacher, x[ho]), log, check)
 
 
 def _form_error(run: _Run) -> float:
@@ -269,7 +277,9 @@ def _report_head(run: _Run, form_err: float) -> dict:
     model_id, o = run.model_id, run.opts
     return {"model_id": model_id, "tag": o.out_tag, "method": o.method, "ratio": o.ratio, "steps": o.steps,
             "frames": o.max_frames, "focus": o.focus if distill.stage_for(model_id).distill_focus else None, "calib": list(o.calib),
-            "crops": {"train": int(run.tr.sum()), "heldout": int(run.ho.sum())},
+            "crops": {"train": int(run.tr.sum()), "heldout": int(run.ho.sum()),
+              **({"check": len(run.check.images)} if run.check is not None else {})},
+            "check": list(o.check),
             "torch_form_max_abs_diff": form_err,
             "metric": distill.stage_for(model_id).distill_unit}
 
@@ -365,6 +375,8 @@ def _measure(run: _Run, xml: Path, report: dict) -> None:
     ir_out = [np.concatenate([o[k].reshape(1, -1)[:, :t_ho[k][0].size] for o in outs]).reshape(t_ho[k].shape)
               for k in range(len(t_ho))]
     report["error_exported_ir"] = distill.error(model_id, ir_out, t_ho, run.data.iod[run.ho])
+    if run.check is not None:  # other people: the original and the exported IR as the pipeline runs them
+        report["error_check"] = _ir_error(model_id, ir_file(model_id, "FP32"), pruned_ir, run.check, spec.batch)
     dense, pruned = weight_stats(ir_file(model_id, "FP32")), weight_stats(xml)
     report["dense"], report["pruned"] = dense, pruned
     report["estimated_speedup_flops"] = round(dense["macs"] / max(pruned["macs"], 1), 3)
@@ -380,6 +392,19 @@ def _measure(run: _Run, xml: Path, report: dict) -> None:
                                   "speedup": round(p50["FP32"] / p50[tag], 3)}
         report["latency_p50"] = lat
         report["measured_speedup_1t"] = lat["1t"]["speedup"]
+
+
+def _ir_error(model_id: str, reference: Path, compiled: ov.CompiledModel, data: crops.CropSet, batch: int) -> float:
+    """Error of a compiled IR against a reference IR on u8 crops, both run as the pipeline runs them."""
+    ref = compile_model(reference)
+    feeds = [np.repeat(data.images[i:i + 1], batch, 0) for i in range(len(data.images))]
+    refs, tests = [ref([f]) for f in feeds], [compiled([f]) for f in feeds]
+
+    def first(outs: list, k: int) -> np.ndarray:  # output k of each crop, its batch's first copy
+        return np.concatenate([o[k].reshape(1, -1)[:, :o[k].size // batch] for o in outs])
+
+    n = len(refs[0])
+    return distill.error(model_id, [first(tests, k) for k in range(n)], [first(refs, k) for k in range(n)], data.iod)
 
 
 def _write_report(report: dict, folder: Path, index: str | Path | None) -> None:
