@@ -194,9 +194,14 @@ def process_video(video: str, profile, dest: str, max_frames: int | None, params
     return {"frames": s.frames, "frames_with_face": s.frames_with_face, **dropped, **camera, "seconds": round(s.seconds, 3)}
 
 
-def _collect(ray, pending: dict, rows: dict, log) -> None:
-    """Wait for one task and record its outcome (a task that exhausted its retries is 'failed')."""
-    done, _ = ray.wait(list(pending), num_returns=1)
+def _collect(ray, pending: dict, rows: dict, log, stop) -> None:
+    """Wait for one task and record its outcome (a task that exhausted its retries is 'failed');
+    KeyboardInterrupt once `stop` is set (Ctrl-C)."""
+    done = []
+    while not done:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
     video = pending.pop(done[0])[0]
     try:
         result = ray.get(done[0])
@@ -254,16 +259,20 @@ def run_batch(input_spec: str, profile_path: str, out: str, workers: int = 2, ad
 def _run_tasks(ray, task, jobs: list[tuple], workers: int, rows: dict, log) -> None:
     """One task per job, at most `workers` pending; Ctrl-C stops the videos in hand and leaves no
     part file of them."""
-    from pipeline.outputs import part_path
+    from pipeline.outputs import part_path, stop_on_ctrl_c
 
     pending = {}
     try:
-        for job in jobs:
-            if len(pending) >= workers:
-                _collect(ray, pending, rows, log)
-            pending[task.remote(*job)] = job
-        while pending:
-            _collect(ray, pending, rows, log)
+        # Ctrl-C sets `stop`, checked between short waits. An explicit handler, as run's: Python
+        # raises KeyboardInterrupt only where SIGINT was not ignored at start, and a process started
+        # in the background of a script inherits it ignored (the batch then ran to its end, exit 0)
+        with stop_on_ctrl_c() as stop:
+            for job in jobs:
+                if len(pending) >= workers:
+                    _collect(ray, pending, rows, log, stop)
+                pending[task.remote(*job)] = job
+            while pending:
+                _collect(ray, pending, rows, log, stop)
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref, force=True)
