@@ -29,6 +29,7 @@ from pipeline.control.mouse import (FailSafeTriggered, MouseController, Trajecto
 from pipeline.control.pointer import Need
 from pipeline.control.options import MouseOptions, options_from_args
 from pipeline.errors import EdgegazeError
+from pipeline.outputs import stop_on_ctrl_c
 from pipeline.paths import check_writable_file
 
 
@@ -354,20 +355,29 @@ def _drive(o: MouseOptions, pipeline, source, controller: MouseController, log, 
     # No prefetch queue: a mouse wants the newest camera frame, not one four frames old.
     frames = iter(source)
     try:
-        for fr in pipeline.run(frames):
-            if isinstance(fr, CameraEvent):  # a live camera went away or came back
-                summary.camera(controller, fr, log)
-                continue
-            if hotkey is not None and hotkey.pressed():
-                log(f"{controller.toggle_pause()}d (hotkey)")
-            d = summary.step(controller, fr, log)
-            if teacher is not None:
-                teacher.frame(fr.timestamp, _face(fr), d)
-            if recorder:
-                recorder.write(fr.index, d)
-            if show is not None and show(fr, d, controller):
-                summary.stopped_by = "quit key"
-                break
+        # Ctrl-C sets `stop` (and ends a live source's wait for a camera that is gone), checked each
+        # frame; a second one interrupts at once. An explicit handler, as run's: Python raises
+        # KeyboardInterrupt only where SIGINT was not ignored at start, and a process started in the
+        # background of a script inherits it ignored (the mouse then never stopped)
+        with stop_on_ctrl_c(on_stop=getattr(source, "halt", None)) as stop:
+            for fr in pipeline.run(frames):
+                if stop.is_set():
+                    break
+                if isinstance(fr, CameraEvent):  # a live camera went away or came back
+                    summary.camera(controller, fr, log)
+                    continue
+                if hotkey is not None and hotkey.pressed():
+                    log(f"{controller.toggle_pause()}d (hotkey)")
+                d = summary.step(controller, fr, log)
+                if teacher is not None:
+                    teacher.frame(fr.timestamp, _face(fr), d)
+                if recorder:
+                    recorder.write(fr.index, d)
+                if show is not None and show(fr, d, controller):
+                    summary.stopped_by = "quit key"
+                    break
+            if stop.is_set():
+                summary.stopped_by = "interrupt"
     except FailSafeTriggered:
         summary.stopped_by = "fail-safe (pointer pushed into a screen corner)"
         log("fail-safe: pointer pushed into a screen corner; stopped")
