@@ -19,6 +19,7 @@ from pipeline.control import app, pointing, ui
 from pipeline.control.mouse import FailSafeTriggered, TrajectoryRecorder
 from pipeline.control.options import MouseOptions
 from pipeline.errors import EdgegazeError
+from pipeline.outputs import stop_on_ctrl_c
 
 
 def task_for(o: MouseOptions, width: int, height: int) -> pointing.Task:
@@ -54,27 +55,32 @@ def _drive(o: MouseOptions, prepared, controller, teacher, screen, session: poin
     total = len(session.task.expected())
     source, camera = iter(prepared.source), app.MouseSummary()  # a camera gone pauses the test's pointer too
     try:
-        for fr in prepared.pipeline.run(source):
-            if isinstance(fr, CameraEvent):
-                camera.camera(controller, fr, log)
-                continue
-            face = app._face(fr)
-            d = controller.step(fr.timestamp, face)
-            if teacher is not None:
-                teacher.frame(fr.timestamp, face, d)
-            frames += 1
-            if recorder:
-                recorder.write(fr.index, d)
-            if d.click is not None:
-                session.select(d.t, d.click_xy)
-            if session.done:
-                stopped = "done"
-                break
-            condition, k = session.current()
-            screen.show(condition, k, len(session.selections), total)
-            if screen.closed:
-                stopped = "window closed"
-                break
+        with stop_on_ctrl_c(on_stop=getattr(prepared.source, "halt", None)) as stop:  # as the mouse's loop
+            for fr in prepared.pipeline.run(source):
+                if stop.is_set():
+                    break
+                if isinstance(fr, CameraEvent):
+                    camera.camera(controller, fr, log)
+                    continue
+                face = app._face(fr)
+                d = controller.step(fr.timestamp, face)
+                if teacher is not None:
+                    teacher.frame(fr.timestamp, face, d)
+                frames += 1
+                if recorder:
+                    recorder.write(fr.index, d)
+                if d.click is not None:
+                    session.select(d.t, d.click_xy)
+                if session.done:
+                    stopped = "done"
+                    break
+                condition, k = session.current()
+                screen.show(condition, k, len(session.selections), total)
+                if screen.closed:
+                    stopped = "window closed"
+                    break
+            if stop.is_set():
+                stopped = "interrupt"
     except FailSafeTriggered:
         stopped = "fail-safe (pointer pushed into a screen corner)"
     except KeyboardInterrupt:
