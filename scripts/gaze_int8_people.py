@@ -6,7 +6,8 @@ frames of the people it trained on (val) and on every frame of the one left out 
 
     python scripts/gaze_int8_people.py [--steps 400] [--margins 1,1.5] [--lr 2e-5] [--subset 800] [--out results/gaze_int8_people]
 
-Each row is one QAT run (about 100 s for 400 steps on 2 quiet cores, 300 s for 1500).
+Each row is one QAT run: about 140 s for 400 steps on 2 otherwise idle AMD EPYC cores, several times
+that on a shared machine (each run's seconds are in the JSON).
 """
 
 from __future__ import annotations
