@@ -23,7 +23,6 @@ import openvino as ov
 from pipeline import catalog, convert, runtime, stages
 from pipeline.errors import ConfigError, EdgegazeError, Problem
 from pipeline.results import STAGE_KINDS
-from pipeline.settings import Refused
 from pipeline.spec import PipelineSpec, RuntimeOptions, StageChoice
 from pipeline.spec.checks import words
 from pipeline.spec.params import by_stage
@@ -228,17 +227,11 @@ def _declaring_part(cls, parts: dict[str, StageChoice], key: str) -> str | None:
 
 def _read(cls, stage_id: str, key: str, value: Any, found: list[Problem]) -> Any:
     """`value` read by the Setting `cls` declares for `key`; a Problem (field params) where it cannot be."""
-    setting = cls.parameters.get(key)
-    if setting is None:
-        why = f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}"
-    else:
-        try:
-            return setting.read(value)
-        except Refused as e:  # text that is no number says so; a number out of bounds, the bounds
-            why = f"{cls.__name__} parameter '{key}' must be {setting.kind_word() if e.unread else setting.what()}, " \
-                  f"got '{value}'"
-    found.append(Problem("params", f"{{params={stage_id}.{key}={value}}}: {why}"))
-    return value
+    try:
+        return cls.read_param(key, value)
+    except EdgegazeError as e:
+        found.append(Problem("params", f"{{params={stage_id}.{key}={value}}}: {e}"))
+        return value
 
 
 def parse_params(items, pipeline: PipelineSpec | None = None) -> dict[str, dict]:

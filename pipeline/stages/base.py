@@ -98,19 +98,22 @@ class Stage(ABC):
         """A gaze stage that can leave a signal out computes only those `wanted` from here on."""
 
     @classmethod
+    def read_param(cls, key: str, value: Any) -> Any:
+        """`value` read by the Setting this class declares for `key`, or EdgegazeError saying why not:
+        the one wording of a bad parameter (the builder collects them, a stage built directly raises)."""
+        setting = cls.parameters.get(key)
+        if setting is None:
+            raise EdgegazeError(f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}")
+        try:
+            return setting.read(value)
+        except Refused as e:  # text that is no number says so; a number out of bounds, the bounds
+            raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be "
+                                f"{setting.kind_word() if e.unread else setting.what()}, got '{value}'") from None
+
+    @classmethod
     def settings(cls, params: dict) -> dict:
-        """Every parameter: the given values (checked: known key, right type) over the defaults."""
-        out = {k: p.default for k, p in cls.parameters.items()}
-        for key, value in params.items():
-            p = cls.parameters.get(key)
-            if p is None:
-                raise EdgegazeError(f"{cls.__name__} has no parameter '{key}'; valid: {', '.join(cls.parameters) or 'none'}")
-            try:
-                out[key] = p.read(value)
-            except Refused as e:  # text that is no number says so; a number out of bounds, the bounds
-                raise EdgegazeError(f"{cls.__name__} parameter '{key}' must be "
-                                    f"{p.kind_word() if e.unread else p.what()}, got '{value}'") from None
-        return out
+        """Every parameter: the given values (read_param) over the defaults."""
+        return {**{k: p.default for k, p in cls.parameters.items()}, **{k: cls.read_param(k, v) for k, v in params.items()}}
 
     @classmethod
     def bind_inputs(cls, compiled: ov.CompiledModel) -> dict[str, int]:
