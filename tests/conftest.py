@@ -44,6 +44,15 @@ def unavailable(msg: str):
     pytest.skip(msg)
 
 
+def started_in_background() -> None:
+    """A subprocess's preexec_fn: SIGINT ignored at start, as a command started in the background of
+    a script (nohup, '&' in a non-interactive shell) inherits it; Python then installs no
+    KeyboardInterrupt handler, and a Ctrl-C (SIGINT) must stop the command all the same."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def shared_path(rel: str) -> Path:
     """Path of a file under ../shared/data; skip locally (fail under CI) when it is absent."""
     path = SHARED / rel

@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from conftest import ROOT, mixed_profile, private_display, shared_path
+from conftest import ROOT, mixed_profile, private_display, shared_path, started_in_background
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from mjpeg_camera import CameraProcess  # noqa: E402
@@ -48,7 +48,8 @@ class Cli:
     def __init__(self, *args, cwd: Path):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}  # each line as it is said
         self.proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, args)], cwd=cwd, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=started_in_background)  # Ctrl-C must stop it all the same
         self.out, self.err = [], []
         self.readers = [threading.Thread(target=lambda f, into: into.extend(f), args=pair, daemon=True)
                         for pair in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from conftest import ROOT, shared_path
+from conftest import ROOT, shared_path, started_in_background
 
 VIDEO = "video/webcam_640x480.mp4"
 
@@ -301,7 +301,7 @@ def test_outputs_agree_frame_for_frame_also_after_ctrl_c(zoo_ready, tmp_path, mo
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--input", str(video), "--json", "b.jsonl",
                           "--output", "b.mp4", *extra], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=started_in_background)  # Ctrl-C stops it all the same
     part = tmp_path / ".b.jsonl.part"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (part.exists() and part.stat().st_size > 20000):

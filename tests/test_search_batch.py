@@ -13,7 +13,7 @@ import pytest
 from pipeline import catalog, profile as profiles
 from pipeline.cli import main
 from pipeline.optimize import search
-from conftest import jsonl_frames, need, reference_profile, shared_path
+from conftest import jsonl_frames, need, reference_profile, shared_path, started_in_background
 
 VIDEO = "video/webcam_640x480.mp4"
 OTHER = "video/stock_single_face_720p.mp4"
@@ -218,7 +218,8 @@ def test_ctrl_c_in_batch_leaves_no_part_files(zoo_ready, tmp_path):
     prof, out = reference_profile(tmp_path / "profile.toml"), tmp_path / "out"
     p = subprocess.Popen([sys.executable, "-m", "pipeline", "batch", "--input", str(videos), "--profile", str(prof),
                           "--out", str(out), "--workers", "2"], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=started_in_background)  # Ctrl-C must stop it all the same
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(out.glob(".*part*")):
         time.sleep(0.2)  # a video is being written

@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, need, sample_rows, shared_path
+from conftest import ROOT, need, sample_rows, shared_path, started_in_background
 
 CLIP_FRAMES, CLIP_FPS, BLANK = 120, 15, (40, 95)  # blank frames follow these clip indices
 SCREEN = (1920, 1080)
@@ -97,7 +97,8 @@ class Served:
         env.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(config))
         return cls(subprocess.Popen([sys.executable, "-m", "pipeline", "serve", *args, "--screen-size",
                                      "x".join(map(str, SCREEN)), "--user", USER], cwd=ROOT, env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=started_in_background))  # Ctrl-C must stop it all the same
 
     def _collect(self):
         for line in self.proc.stderr:
@@ -330,7 +331,7 @@ def test_libopengaze_flow_twice_sends_exactly_the_points(served, tmp_path, monke
         for key, value in before.items():
             setattr(settings, key, value)
     received = [re.search(r"Incoming: (.*)", line).group(1) for path in tmp_path.glob("debug_*.txt")
-                for line in open(path) if "Incoming: <CAL" in line]
+                for line in open(path, errors="replace") if "Incoming: <CAL" in line]  # once not all UTF-8
     runs = "\n".join(received).split('ID="CALIB_RESULT" ')[:-1]  # each run's records up to its result
     starts = [re.findall(r'CALIB_START_PT" PT="(\d+)"', run) for run in runs]
     assert len(runs) >= 2 and starts == [[str(k) for k in range(1, 10)]] * len(runs), received
