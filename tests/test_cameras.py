@@ -68,7 +68,11 @@ class Cli:
     def interrupt(self) -> int:
         """Ctrl-C; its exit code, once its streams are read to the end."""
         self.proc.send_signal(signal.SIGINT)
-        code = self.proc.wait(timeout=60)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # it did not stop: fail, and leave no process behind
+            self.proc.kill()
+            raise
         for reader in self.readers:
             reader.join(10)
         return code
@@ -108,8 +112,10 @@ def test_run_reconnects_records_the_gap_and_never_shows_the_credentials(zoo_read
         while lines_in(part) < before + 10:  # and flow again
             time.sleep(0.1)
     finally:
-        code = run.interrupt()
-        cam.stop()
+        try:
+            code = run.interrupt()
+        finally:
+            cam.stop()
     assert code == 130, "".join(run.err)
     records = [json.loads(line) for line in (out / "gaze.jsonl").read_text().splitlines()]
     gaps = [r["gap"] for r in records if "gap" in r]
@@ -213,9 +219,11 @@ def test_mouse_waits_for_the_camera_pauses_while_it_is_gone_and_clicks_nothing_t
         mouse.wait_for("is back", after=1)
         time.sleep(dwell_s + 2.5)  # 10 frames take a neutral head pose first; a loaded machine may lag
     finally:
-        code = mouse.interrupt()
-        if cam is not None:
-            cam.stop()
+        try:
+            code = mouse.interrupt()
+        finally:
+            if cam is not None:
+                cam.stop()
     assert code == 130, "".join(mouse.err)
     rows = list(csv.DictReader((out / "traj.csv").open()))
     t = [float(r["t"]) for r in rows]
