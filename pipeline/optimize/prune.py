@@ -133,6 +133,12 @@ def sensitivity_figure(rows: list[dict], title: str):
 
 # ---------------------------------------------------------------- the command
 
+def _sources(value: str | list | tuple) -> tuple[str, ...]:
+    """Videos or image folders given as one comma list, or a list of (comma lists of) them."""
+    items = [value] if isinstance(value, str) else value
+    return tuple(s for item in items for s in str(item).split(",") if s.strip())
+
+
 @dataclass(frozen=True, kw_only=True)
 class PruneOptions:
     """What `prune` does to a model: keyword-only, checked when made (as NNCF's parameters); the
@@ -165,10 +171,8 @@ class PruneOptions:
             raise EdgegazeError(f"--channel-block must be >= 1, got {self.block}")
         if self.focus < 0:
             raise EdgegazeError(f"--focus must be >= 0, got {self.focus}")
-        calib = [self.calib] if isinstance(self.calib, str) else self.calib
-        object.__setattr__(self, "calib", tuple(s for c in calib for s in str(c).split(",") if s.strip()))
-        check = [self.check] if isinstance(self.check, str) else self.check
-        object.__setattr__(self, "check", tuple(s for c in check for s in str(c).split(",") if s.strip()))
+        object.__setattr__(self, "calib", _sources(self.calib))
+        object.__setattr__(self, "check", _sources(self.check))
         # the tag names the IR folder and is written ID@TAG: a path, '@' or ',' would break both, and
         # a base precision's tag would replace that IR (FP32 is every other form's source)
         if not re.fullmatch(r"[A-Z0-9][A-Z0-9_-]*", self.out_tag):
@@ -254,8 +258,9 @@ def _load(model_id: str, spec: zoo.ModelSpec, opts: PruneOptions, log) -> _Run:
         raise EdgegazeError(f"too few faces in {', '.join(opts.calib)} for a train/held-out split; use a longer video")
     log(f"{model_id}: {tr.sum()} training and {ho.sum()} held-out crops from {len(opts.calib)} source(s)")
     teacher, example = build(model_id)
-    check = crops.cut(model_id, list(opts.check), max_frames=opts.max_frames // 4, heldout=1.0) if opts.check else None
-    if check is not None:
+    check = None
+    if opts.check:
+        check = crops.cut(model_id, list(opts.check), max_frames=opts.max_frames // 4, heldout=1.0)
         log(f"{model_id}: {len(check.images)} check crops from {len(opts.check)} source(s) no step trains on")
     return _Run(model_id, spec, opts, data, x, teacher, example, distill.run(teacher, x[ho]), log, check)
 

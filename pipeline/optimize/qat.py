@@ -84,11 +84,12 @@ def widen_ranges(student, margin: float) -> None:
                 p.mul_(margin)
 
 
-def train(spec: zoo.ModelSpec, items: list, steps: int, preset, lr: float = 1e-5, seed: int = 0, ignore=(),
-          range_margin: float = 1.0, log: Callable[[str], object] = print) -> tuple[ov.Model, ov.Model, dict]:
+def train(spec: zoo.ModelSpec, items: list, steps: int, preset, lr: float = 1e-5, seed: int = 0, ignore=(), *,
+          range_margin: float, log: Callable[[str], object] = print) -> tuple[ov.Model, ov.Model, dict]:
     """(the QAT model as the pipeline runs it, the same without the embedded preprocessing: the form
     a zoo ships as a source, and what was done) from the model's calibration items; `ignore`:
-    regexes of layers left in float; `range_margin`: widen_ranges before training."""
+    regexes of layers left in float; `range_margin`: widen_ranges before training (the product's default
+    is QuantizeOptions', so a caller says which it wants)."""
     import nncf
 
     torch = torch_forms.require_torch()

@@ -215,8 +215,9 @@ class QuantizeOptions:
     train: int = 0  # quantization-aware training steps (batch 16); 0: post-training INT8 only
     lr: float = 1e-5  # QAT learning rate (Adam, cosine decay)
     seed: int = 0  # QAT: the crops drawn and how they are moved
-    # QAT: activation ranges widened by this before training (see qat.train); the gaze network's INT8 on a
-    # person none of its training saw, left out in turn (scripts/gaze_int8_people.py): 0.56-2.19 deg at 1.0
+    # QAT: activation ranges widened by this before training (qat.widen_ranges); the gaze network's INT8 on
+    # a person none of its training saw, each left out in turn (scripts/gaze_int8_people.py, docs/optimize.md):
+    # 0.60-2.19 deg from FP32 at 1.0, 0.48-0.72 at 1.5
     range_margin: float = 1.5
 
     def __post_init__(self):
