@@ -4,7 +4,8 @@ it. They reconnect and go on; the JSON Lines holds the gap; the mouse clicks not
 the camera was gone; the camera's user and password appear in no file or stream the run (or
 `report`) wrote. A camera faster than the pipeline has its extra frames counted; one that stays
 gone past --reconnect ends the run. Bad URLs are one line and exit 2 for `run`, and the mouse
-waits for a camera that is not there."""
+waits for a camera that is not there. A profile and its bundle run on a camera URL as run does; a
+reconnection gives the heap's freed memory back to the system."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from conftest import ROOT, mixed_profile, private_display, shared_path, started_in_background
+from conftest import ROOT, jsonl_frames, mixed_profile, private_display, shared_path, started_in_background
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from mjpeg_camera import CameraProcess  # noqa: E402
@@ -289,3 +290,59 @@ def test_batch_takes_a_list_of_camera_urls_and_runs_each_as_run_does(zoo_ready, 
     assert result["frames"] == 10 and result["frames_with_face"] == 10, result
     assert record["video"] == f"http://***@127.0.0.1:{cam.port}/video.mjpg" and record["size"] is None
     assert_nowhere([SECRET, USER], [json.dumps(result)], out)
+
+
+def test_a_profile_and_its_bundle_run_on_a_camera_url_and_never_show_its_credentials(zoo_ready, tmp_path, capsys):
+    """`run --profile P --input URL` and `run --bundle B --input URL` (the bundle deployed from P) read
+    the camera as run does, find its face in every frame, and neither the run nor the deploy shows
+    or writes the camera's user and password."""
+    from pipeline.cli import main
+
+    profile, out = mixed_profile(tmp_path / "profile.toml"), tmp_path / "out"
+    out.mkdir()
+    assert main(["deploy", "--profile", str(profile), "--out", str(out / "b")]) == 0
+    cam = camera("--user", USER, "--password", SECRET)
+    try:
+        url = cam.url(login=f"{USER}:{SECRET}")
+        for name, how in (("p", ["--profile", str(profile)]), ("b", ["--bundle", str(out / "b")])):
+            assert main(["run", *how, "--input", url, "--max-frames", "20", "--json", str(out / f"{name}.jsonl")]) == 0
+            frames = jsonl_frames(out / f"{name}.jsonl")
+            assert len(frames) == 20 and all(f["faces"] for f in frames), name
+    finally:
+        cam.stop()
+    said = capsys.readouterr()
+    assert f"http://***@127.0.0.1:{cam.port}/video.mjpg" in said.out + said.err
+    assert_nowhere([SECRET, USER], [said.out, said.err], out)
+
+
+def _rss_mb() -> float:
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]) / 1e3
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's heap and /proc are Linux's")
+def test_a_reconnection_gives_the_freed_heap_back_to_the_system():
+    """What the capture thread does after each reopening (cameras._trim_heap): memory freed in small
+    blocks (a closed decoder's buffers) stays in glibc's heap, counted in RSS, until it is trimmed.
+    Without it a day of reconnections grew RSS in steps (docs/reliability.md)."""
+    import ctypes
+
+    from pipeline import cameras
+
+    assert cameras._malloc_trim() is not None, "glibc's malloc_trim not found: a day of reconnections would grow RSS"
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(1024) for _ in range(60_000)]  # 60 MB in blocks too small for their own mappings
+    for b in blocks:
+        ctypes.memset(b, 1, 1024)
+    pin = libc.malloc(1024)  # above them all: the heap's top cannot shrink on its own
+    before = _rss_mb()
+    for b in blocks:
+        libc.free(b)
+    freed = _rss_mb()
+    cameras._trim_heap()
+    trimmed = _rss_mb()
+    libc.free(pin)
+    assert before - freed < 20, f"glibc returned {before - freed:.0f} MB on free alone: nothing left to show"
+    assert freed - trimmed > 40, f"the trim gave back {freed - trimmed:.0f} of 60 MB freed"
