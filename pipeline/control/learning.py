@@ -20,17 +20,19 @@ as one calibration target: both are one look, whose error (a webcam's bias from 
 next) is far above a frame's noise, which a target's many samples average away.
 
 **Capacity grows with the clicks.** A calibration on few targets can only support a simple map (5
-targets: the affine map of the gaze angles at most; an axis-wise one learns as the affine map it
-is a case of, its cross terms at 0). Clicks spread over the screen can support more, as a
-calibration on more targets would choose: beside an affine map of the gaze, the affine map of gaze
-and head angles (GROWN) learns the same clicks, starting from its ridge fit on the calibration's
-targets. Which map is in force is chosen as regression.choose chooses, on errors each map did not
-see: every map's leave-one-out errors on the calibration's targets and the last CHECK_CLICKS clicks
-(closed form: residual / (1 - leverage)), the first in regression's order of preference within 5 %
-or one standard error of the best (regression.band), reviewed every CHOICE_EVERY learned clicks. On simulated sessions of the shared videos'
-traces this took the last five clicks' error from 3.84 to 3.63 deg against choosing on each map's
-errors before it learned each click (prequential), and a quadratic map beside them read worse
-(3.77): scripts/online_learning.py, docs/learning.md. Re-running the calibration's own nested
+targets: the affine map of the gaze angles at most), and its own choice says which its targets
+support. That map learns as itself: an axis-wise map keeps its cross terms at 0, since a few clicks
+read them from their noise (on the 9-target session made by hand from the udacity video, learning
+them took four clicks' mean error from 4.52 deg with learning off to 5.59; kept at 0, 4.33). Clicks
+spread over the screen can support more, as a calibration on more targets would choose: beside
+the calibration's map, the richer maps it is a case of learn the same clicks (RICHER: an axis-wise
+map's affine map of the gaze, starting as the calibration's map with its cross terms at 0, and the
+affine map of gaze and head angles, starting from its ridge fit on the calibration's targets).
+Which map is in force is chosen as regression.choose chooses, on errors each map did not see:
+every map's leave-one-out errors on the calibration's targets and the last CHECK_CLICKS clicks
+(closed form: residual / (1 - leverage)), the calibration's own map unless another beats it by
+more than 5 % and one standard error (regression.band), then the others in regression's order of
+preference, reviewed every CHOICE_EVERY learned clicks. Re-running the calibration's own nested
 choice at a click would cost far more than a click's budget; this costs a few small solves.
 
 A click passes two checks before it is learned:
@@ -79,7 +81,7 @@ CLICK_LOG = 60  # clicks kept in the saved state (features, point, verdict): to 
 POINTER = "pointer"  # a click where the gaze map put the pointer (not gated: module docstring)
 STATE_VERSION = 1
 NF = len(regression.FEATURES)
-GROWN = "affine-gaze-head"  # the candidate that learns beside an affine map of the gaze (module docstring)
+RICHER = {"axis-gaze": ("affine-gaze", "affine-gaze-head"), "affine-gaze": ("affine-gaze-head",)}  # learn beside (module docstring)
 CLEARLY_WORSE_SE = 2.0  # the held-back check refuses a refit worse by this many standard errors (and 5 %)
 
 
@@ -120,6 +122,7 @@ class Fit:
         self.stale = False  # `add` has changed the sums since the map was solved (refresh)
         cand = template.candidate
         self._cols, self._degree = cand.features(template.signal), cand.degree
+        self._axis_wise, self._gaze = cand.axis_wise, len(regression.SIGNALS[template.signal])
         self._mean, self._scale = np.asarray(template.mean, np.float64), np.asarray(template.scale, np.float64)
         self._high = None if not template.bounds else np.asarray(template.bounds, np.float64) - 1.0
         self.inv = self._inverse(self.C)  # of the posterior precision L0 + C, per axis
@@ -131,16 +134,18 @@ class Fit:
         return self.template.name
 
     def designs(self, x, corrected: np.ndarray | None = None) -> list[np.ndarray]:
-        """Per axis, the rows [1, terms] its coefficients multiply (GazeModel.designs' terms);
-        `corrected`: x's corrected rows (GazeModel._corrected), when the caller has them."""
-        if not self.shared:
-            return _designs(self.template, x)
+        """Per axis, the rows [1, terms] its coefficients multiply (GazeModel.designs' terms, computed
+        here from `corrected`: x's corrected rows, GazeModel._corrected, when the caller has them);
+        an axis the calibration could not fit stays a level (_designs)."""
         x = np.atleast_2d(x)
         corrected = self.template._corrected(x) if corrected is None else corrected
         z = (corrected[:, self._cols] - self._mean) / self._scale
-        terms = z if self._degree < 2 else regression.poly(z, self._degree)
-        d = np.empty((len(x), terms.shape[1] + 1))
-        d[:, 0], d[:, 1:] = 1.0, terms
+        if self._axis_wise:  # x from the yaw columns, y from the pitch columns
+            return [_with_intercept(np.empty((len(x), 0)) if self.template.constant[a] else z[:, a:self._gaze:2])
+                    for a in (0, 1)]
+        if not self.shared:
+            return _designs(self.template, x)
+        d = _with_intercept(z if self._degree < 2 else regression.poly(z, self._degree))
         return [d, d]
 
     def predict(self, d: list[np.ndarray], beta=None, on_screen: bool = True) -> np.ndarray:
@@ -243,7 +248,8 @@ class Learner:
         for f in self.fits:
             f.targets = None if self.anchors_x is None else f.designs(self.anchors_x)
         self.current = 0  # the fit in force
-        self._preference = sorted(range(len(self.fits)), key=lambda i: regression.PREFERENCE[self.fits[i].name])
+        # the calibration's own map first: another takes over only on evidence (module docstring)
+        self._preference = [0] + sorted(range(1, len(self.fits)), key=lambda i: regression.PREFERENCE[self.fits[i].name])
         self._held_errors = None  # the fit in force's leave-one-out errors on the check rows, while valid
         self.gate = deque(_seed(calibration.validation), maxlen=GATE_WINDOW)
         self.drift_window: deque = deque(maxlen=DRIFT_WINDOW)
@@ -418,27 +424,28 @@ class Learner:
 
 def candidates(start: GazeModel, anchors_x: np.ndarray | None, anchors_y: np.ndarray | None,
                targets: int) -> list[Fit]:
-    """The calibration's own map first (an axis-wise one as the affine map it is a case of, its cross
-    terms at 0), then, where that reads the gaze angles alone, the affine map of gaze and head angles
-    as a calibration on the same targets would fit it (module docstring); each a Fit. Without the
-    calibration's targets (a file made before learning), its own map alone, with a precision as if
-    its K targets had spread with the standardisation's unit variance and no correlation."""
+    """The calibration's own map first, exactly as made, then the richer maps it is a case of
+    (RICHER): a map of the gaze alone starting as the calibration's (the terms it lacks at 0), one
+    that reads the head too from its ridge fit on the calibration's targets (module docstring);
+    each a Fit. Without the calibration's targets (a file made before learning), its own map alone,
+    with a precision as if its K targets had spread with the standardisation's unit variance and no
+    correlation."""
     signal = start.signal
-    own = regression.BY_NAME[regression.REFERENCE] if start.candidate.axis_wise else start.candidate
-    labels = {a: regression.term_labels(start.candidate, signal, a) for a in (0, 1)}
+    own = start.candidate
+    labels = {a: regression.term_labels(own, signal, a) for a in (0, 1)}
     if anchors_x is None:
         beta0 = [_beta(start, labels[a], labels[a], a) for a in (0, 1)]
         return [Fit(start, beta0, [max(targets, 1) * np.eye(len(b)) for b in beta0], _memory(beta0))]
     mean, scale = _standardisation(start, anchors_x)
     fits = []
-    for cand in [own] + [regression.BY_NAME[GROWN]] * (own.name == regression.REFERENCE):
+    for cand in [own] + [regression.BY_NAME[n] for n in RICHER.get(own.name, ())]:
         theirs = {a: regression.term_labels(cand, signal, a) for a in (0, 1)}
         cols = cand.features(signal)
         t = replace(start, name=cand.name, mean=[mean[i] for i in cols], scale=[scale[i] for i in cols],
                     coef=[[0.0] * len(theirs[a]) for a in (0, 1)])
         d = _designs(t, anchors_x)
         L0 = [d[a].T @ d[a] + start.alpha * len(anchors_x) * _penalty(d[a].shape[1]) for a in (0, 1)]
-        if cand is own:  # exactly the calibration's map
+        if cand is own or not cand.head:  # exactly the calibration's map
             beta0 = [_beta(start, labels[a], theirs[a], a) for a in (0, 1)]
         else:  # its ridge fit on the calibration's targets
             beta0 = [np.linalg.solve(L0[a], d[a].T @ anchors_y[:, a]) for a in (0, 1)]
@@ -453,6 +460,12 @@ def _designs(template: GazeModel, x) -> list[np.ndarray]:
     terms = template.designs(x)
     return [np.ones((len(x), 1)) if template.constant[a] else np.column_stack([np.ones(len(x)), terms[a]])
             for a in (0, 1)]
+
+
+def _with_intercept(terms: np.ndarray) -> np.ndarray:
+    d = np.empty((len(terms), terms.shape[1] + 1))
+    d[:, 0], d[:, 1:] = 1.0, terms
+    return d
 
 
 def _beta(start: GazeModel, own: list, theirs: list, a: int) -> np.ndarray:

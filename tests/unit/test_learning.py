@@ -128,6 +128,35 @@ def test_the_learner_starts_on_the_calibration_and_follows_the_user_with_right_c
     assert learner.counts["learned"] >= 36 and after < 0.6 * before
 
 
+def test_an_axis_wise_calibration_learns_as_itself_and_a_richer_map_takes_over_only_on_evidence():
+    """A calibration that chose the axis-wise map (x from yaw, y from pitch) keeps that form while it
+    learns: a few clicks cannot read the cross terms it left out (on the udacity session made by hand,
+    learning them took four clicks from 4.52 to 5.59 deg). Beside it the affine maps learn the same
+    clicks, and one takes over when the clicks show it predicts better: here the user's gaze reads
+    half the head's turn, which only the map of gaze and head angles can take out."""
+    from pipeline.control import calibration as cal
+    from pipeline.control.learning import Learner
+
+    rng = np.random.default_rng(3)
+    look = _user(rng, leak=0.5)
+    points = cal.target_points("5", W, H)
+    samples = {k: look(p, 12)[0] for k, p in enumerate(points)}
+    calib = cal.fit(points, samples, cal.ScreenGeometry(W, H, 527, 296, 600), "t", method="axis-gaze")
+    learner = Learner(calib)
+    assert [f.name for f in learner.fits] == ["axis-gaze", "affine-gaze", "affine-gaze-head"]
+    probe = look(_grid())[0]
+    assert np.allclose(learner.model.predict(probe), calib.model.predict(probe))
+    for p in rng.uniform([0, 0], [W, H], (3, 2)):  # before the first review of the map in force
+        learner.observe(look(p)[0][0], p)
+    assert learner.model.name == "axis-gaze" and len(learner.model.coef[0]) == 1  # x reads the yaw alone
+    before = _error(learner.model, look, _grid())
+    for p in rng.uniform([0, 0], [W, H], (60, 2)):
+        learner.observe(look(p)[0][0], p)
+    after = _error(learner.model, look, _grid())
+    print(f"{learner.summary()}; mean error on a 5x5 grid {before:.0f} px after 3 clicks, {after:.0f} px after 63")
+    assert learner.model.name == "affine-gaze-head" and after < 0.8 * before
+
+
 def test_a_click_far_from_the_map_is_refused_and_changes_nothing():
     from pipeline.control.learning import POINTER
 
@@ -369,20 +398,21 @@ def test_a_wayland_session_is_told_from_an_x11_one():
 
 @pytest.mark.parametrize("layout", ["5", "9"])
 def test_online_evaluation_of_simulated_sessions(layout):
-    """evaluate.online on 4x4 sessions of 6 simulated users whose gaze reads 0.5 of the head's pose,
+    """evaluate.online on 4x4 sessions of 24 simulated users whose gaze reads 0.5 of the head's pose,
     held still within each look (so no calibration can measure it within a target): the start on the
     layout's nearest targets, each other target a click; learning beats the start's map on average
-    (the clicks support the map of gaze and head angles), and the gate refuses wrong clicks and keeps
-    right ones."""
+    (the clicks support the map of gaze and head angles), and with the issue's 20 % of wrong clicks
+    the gate refuses at least 80 % of them and keeps at least 90 % of the right ones (over 6 users
+    the share refused ranged 0.79-0.88: 24 read it steadily)."""
     from pipeline.control import calibration as cal
     from pipeline.evaluate import online
 
     points = cal.target_points("4x4", W, H)
     reports = []
-    for seed in range(6):
+    for seed in range(24):
         look = _user(np.random.default_rng(seed), leak=0.5)
         samples = {k: look(p, 10)[0] for k, p in enumerate(points)}
-        reports.append(online.evaluate(points, samples, cal.ScreenGeometry(W, H, 527, 296, 600), layout, wrong=0.3,
+        reports.append(online.evaluate(points, samples, cal.ScreenGeometry(W, H, 527, 296, 600), layout, wrong=0.2,
                                        repeats=5))
     assert all(len(r["start"]) == int(layout) and r["online_steps"] == 16 - int(layout) for r in reports)
     on, off = (np.mean([r[k] for r in reports]) for k in ("online_deg", "off_deg"))
@@ -392,5 +422,5 @@ def test_online_evaluation_of_simulated_sessions(layout):
     kept = sum(r["wrong"]["kept_right"] * r["wrong"]["right_clicks"] for r in reports) / right
     print(f"start {layout}: online {on:.2f} deg, learning off {off:.2f}; wrong refused {refused:.2f} of {wrong}, "
           f"right kept {kept:.2f} of {right}")
-    assert on < off and refused >= 0.8 and kept >= 0.85
+    assert on < off and refused >= 0.8 and kept >= 0.9
     assert "online" in online.line({**reports[0], "loto_deg": 1.0})
