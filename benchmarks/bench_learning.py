@@ -14,9 +14,10 @@ and at the end of a run; also given per click, spread over those), and the hook 
 every frame (control/teaching.Teacher.frame) on a frame without a click, which is all learning costs
 between clicks.
 
-Configurations: the calibration's targets (`--targets 5`, the corners and the centre, whose affine
-map learns beside the map with the head angles; or 9) and its gaze signal (the network's angles, or
-both signals, whose maps are twice as wide).
+Configurations: the calibration's targets (`--targets 5`, the corners and the centre, or 9) and its
+gaze signal (the network's angles, or both signals, whose maps are twice as wide). The maps that
+learn depend on the map the calibration chose (learning.RICHER): two beside an affine one, three
+beside an axis-wise one; the table lists them.
 """
 
 from __future__ import annotations
