@@ -265,6 +265,26 @@ def test_a_bad_camera_url_is_one_line_and_exit_2(broken_cameras, tmp_path, case,
     assert not any(tmp_path.iterdir()), "nothing is written"
 
 
+
+@pytest.mark.parametrize("case, words", [
+    ("garbage", "not a video stream"),
+    ("silent", "sent no video within 1 s"),
+    ("web page", "answers with text/html, not a video stream"),
+])
+def test_the_mouse_waits_for_a_camera_url_that_gives_no_frame_and_says_why(zoo_ready, xserver, broken_cameras,
+                                                                           tmp_path, case, words):
+    """Where `run` exits 2, the mouse (started for the day) waits for the camera, says why in its
+    line, and stops on Ctrl-C without a traceback."""
+    url = {"garbage": broken_cameras["garbage"].url(), "silent": broken_cameras["silent"].url(),
+           "web page": broken_cameras["html"].url()}[case]
+    mouse = Cli("mouse", "--input", url, "--dry-run", "--mode", "head", "--camera-timeout", "1", cwd=tmp_path)
+    try:
+        mouse.wait_for("the pointer waits for it")
+    finally:
+        code = mouse.interrupt()
+    said = "".join(mouse.out + mouse.err)
+    assert code == 130 and words in said and "Traceback" not in said, said
+
 def test_batch_takes_a_list_of_camera_urls_and_runs_each_as_run_does(zoo_ready, tmp_path):
     """A .txt list of inputs (camera URLs, a video); each camera named by host, port and path, its
     record and output without its credentials; one camera run as a Ray task runs it."""
