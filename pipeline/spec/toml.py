@@ -1,6 +1,7 @@
 """The spec's TOML form, the deployment profile's tables: [stages] (all five kinds, ID@PRECISION or
-"none"), [runtime] (the options a profile sets), [params] and, in a bundle, [implementation] and
-[parts] (per stage kind, KIND-ROLE for a part). `toml_name` words a field as a profile names it.
+"none"), [runtime] (the options a profile sets), [params], [parts] (KIND-ROLE: a zoo stage's part
+that runs at a precision other than its stage's; every part of a bundle's stage) and, in a bundle,
+[implementation]. `toml_name` words a field as a profile names it.
 
 A bundle's profile written before [parts] named each part by the folder of its IR (models/ID/TAG/,
 the layout `edgegaze deploy` has always written); one written before mesh+3ddfa was a composition
@@ -39,6 +40,8 @@ def to_table(stages: Mapping[str, StageChoice], runtime: RuntimeOptions) -> dict
     for kind, choice in stages.items():
         if choice.implementation:  # a bundle's stage: a bundle reads no zoo, so it names its parts too
             parts.update({f"{kind}-{role}": str(p) for role, p in choice.parts.items()})
+        else:  # a zoo stage's parts are the manifest's at its precision: those at another are named
+            parts.update({f"{kind}-{role}": str(p) for role, p in choice.parts.items() if p.precision != choice.precision})
     written = {name: s.written(getattr(runtime, name)) for name, s in RuntimeOptions.options().items() if s.profile}
     return {"stages": {k: str(stages[k]) if k in stages else "none" for k in STAGE_KINDS},
             "runtime": written, "implementation": implementation, "params": params, "parts": parts}
@@ -139,10 +142,23 @@ def _choice_from(kind: str, tables: dict) -> StageChoice:
     mine = own(kind)
     if mine["implementation"] is None:
         choice = StageChoice.of(stage_id, tag, **mine)
-        return replace(choice, parts={r: replace(p, **own(f"{kind}-{r}")) for r, p in choice.parts.items()})
+        return replace(choice, parts={r: replace(p, precision=_part_precision(tables, f"{kind}-{r}", p), **own(f"{kind}-{r}"))
+                                      for r, p in choice.parts.items()})
     parts = {key.partition("-")[2]: StageChoice(*split(text, tag, f"parts.{key}"), **own(key))
              for key, text in tables["parts"].items() if key.partition("-")[0] == kind}
     return StageChoice(stage_id, tag, parts=parts, **mine)
+
+
+def _part_precision(tables: dict, key: str, part: StageChoice) -> str:
+    """A zoo stage's part runs at its stage's precision unless [parts] names it at another (a set's own
+    precision for it, e.g. the default set's gaze network at INT8-QAT); [parts] cannot swap the part."""
+    if key not in tables["parts"]:
+        return part.precision
+    stage_id, tag = split(tables["parts"][key], part.precision, f"parts.{key}")
+    if stage_id != part.id:
+        raise ConfigError(f"{{parts.{key}}} names {stage_id}, but that part of the stage is {part.id}; "
+                          f"write {part.id}@PRECISION", f"parts.{key}")
+    return tag
 
 
 def toml_name(document: Mapping | None = None) -> Callable[[str, str | None], str]:

@@ -31,6 +31,18 @@ def test_every_set_round_trips_through_toml(name):
     assert PipelineSpec.from_toml(spec.to_toml()) == spec
 
 
+def test_a_part_at_its_set_s_own_precision_round_trips_and_cannot_be_swapped():
+    """The default set runs its gaze network at edgegaze's own INT8-QAT: a profile of it names that
+    part in [parts] (else a profile or bundle of the default would run FP32 there)."""
+    spec = PipelineSpec.from_set("default", "FP32")
+    text = spec.to_toml()
+    assert 'gaze-network = "gaze-estimation-adas-0002@INT8-QAT"' in text and "gaze-iris" not in text
+    assert PipelineSpec.from_toml(text) == spec
+    swapped = text.replace('"gaze-estimation-adas-0002@INT8-QAT"', '"iris-landmark@FP32"')
+    with pytest.raises(ConfigError, match="gaze-network names iris-landmark, but that part of the stage is gaze-estimation"):
+        PipelineSpec.from_toml(swapped)
+
+
 def test_params_and_choices_of_their_own_round_trip():
     spec = resolve(PipelineSpec.from_set().with_stage("face", "face-detection-full-range@INT8").with_params(
         ["face-detection-full-range.score_threshold=0.6", "iris-landmark.eye_scale=2.5", "mesh+3ddfa.hfov_deg=55"]))
