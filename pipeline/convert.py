@@ -134,9 +134,9 @@ def read_source(spec: zoo.ModelSpec, sources: list[Path]) -> ov.Model:
 def convert(spec: zoo.ModelSpec, precision: str = "FP32", force: bool = False, log=print) -> Path:
     """Convert one zoo model to IR of `precision`; a no-op when an up-to-date IR exists.
 
-    FP32/FP16 are built from the source files; a published precision such as OMZ's FP16-INT8 is
-    taken as is (only preprocessing is embedded). A second process converting the same model
-    waits, then finds it up to date.
+    FP32/FP16 are built from the source files; a published precision such as OMZ's FP16-INT8, or
+    one of edgegaze's own (a `package` file), is taken as is (only preprocessing is embedded). A
+    second process converting the same model waits, then finds it up to date.
     """
     if precision not in spec.precisions:
         raise EdgegazeError(f"{spec.id} converts to {', '.join(spec.precisions)}, not {precision}")
@@ -209,5 +209,5 @@ def prepare(model_id: str, precision: str = "FP32", log=print) -> Path:
         src_precision = precision if precision not in PRECISIONS else spec.source_precision
         if not spec.is_cached(src_precision):
             log(f"{model_id}: fetching")
-            zoo.fetch(spec, log=log)
+            zoo.fetch(spec, log=log, precision=src_precision)
         return _convert(spec, precision, force=True, log=lambda *_: None)

