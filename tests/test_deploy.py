@@ -205,20 +205,24 @@ def test_a_bundle_of_the_fused_head_pose_made_before_it_was_a_composition_runs_a
 
 def test_the_default_set_deployed_carries_its_head_pose_and_runs_as_run_does_with_no_flags(zoo_ready, tmp_path,
                                                                                             monkeypatch):
-    """A profile of the default set's stages: the bundle carries mesh+3ddfa's IR (3ddfa-v2-mb05, at its
-    zoo bf16), the amortization's and the gaze network's pose-map parameters, and runs frame for frame
-    as `edgegaze run` with no flags does, without the zoo."""
+    """A profile of the default set: the bundle carries mesh+3ddfa's IR (3ddfa-v2-mb05, at its zoo
+    bf16), the gaze network at the set's own precision (edgegaze's INT8-QAT: the profile's [parts]),
+    the amortization's and the gaze network's pose-map parameters, and runs frame for frame as
+    `edgegaze run` with no flags does, without the zoo."""
+    from pipeline import profile as profiles
     from pipeline import zoo
-    from pipeline.results import STAGE_KINDS
+    from pipeline.spec import PipelineSpec
 
-    chosen = {k: zoo.sets()[zoo.DEFAULT_SET].get(k) or "none" for k in STAGE_KINDS}
-    assert chosen["head_pose"] == "mesh+3ddfa"
-    profile = tmp_path / "default.toml"
-    profile.write_text("version = 1\nname = \"default\"\n\n[stages]\n" + "".join(f'{k} = "{v}"\n' for k, v in chosen.items()))
+    spec = PipelineSpec.from_set(zoo.DEFAULT_SET, "FP32")
+    assert spec.stages["head_pose"].id == "mesh+3ddfa"
+    profile = profiles.write(tmp_path / "default.toml", profiles.Profile(spec=spec, name="default"))
+    assert 'gaze-network = "gaze-estimation-adas-0002@INT8-QAT"' in profile.read_text()
     video = str(shared_path(VIDEO))
     assert main(["run", "--input", video, "--max-frames", "40", "--json", str(tmp_path / "run.jsonl")]) == 0
     assert main(["deploy", "--profile", str(profile), "--out", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "b" / "models" / "3ddfa-v2-mb05" / "FP32" / "3ddfa-v2-mb05.xml").is_file()
+    models = tmp_path / "b" / "models"
+    assert (models / "3ddfa-v2-mb05" / "FP32" / "3ddfa-v2-mb05.xml").is_file()
+    assert (models / "gaze-estimation-adas-0002" / "INT8-QAT" / "gaze-estimation-adas-0002.xml").is_file()
     carried = (tmp_path / "b" / "profile.toml").read_text()
     # the network is mesh+3ddfa's part since issue 50: its files under head_pose-network, as dual-gaze's under gaze-network
     for line in ("net_every = 30", "net_move_deg = 5.0", "pose_pitch_offset = -5.2", 'head_pose-network = "bf16"'):

@@ -50,7 +50,8 @@ def test_the_iris_model_runs_only_while_asked_and_each_signal_is_the_stage_it_co
     on = _run(default)
     assert gaze.part["iris"].infer_ms > 0
     # the default's head pose (mesh+3ddfa) in the mediapipe set, so both stages get the same angles
-    network = _run(build_pipeline("mediapipe", "FP32", head_pose="mesh+3ddfa", gaze="gaze-estimation-adas-0002"))
+    # ... and the network at the default set's own precision for it (edgegaze's INT8-QAT)
+    network = _run(build_pipeline("mediapipe", "FP32", head_pose="mesh+3ddfa", gaze="gaze-estimation-adas-0002@INT8-QAT"))
     iris = _run(build_pipeline("mediapipe", "FP32", head_pose="mesh+3ddfa"))
     for a, b, c in zip(on, network, iris):
         if a is None:

@@ -23,8 +23,9 @@ def test_a_set_is_its_stages_at_one_precision():
     assert all(c.precision == "FP16" for c in spec.stages.values())
     default = PipelineSpec.from_set()
     assert "eye_state" not in default.stages and default.runtime == RuntimeOptions()
-    assert default.stages["gaze"].parts == {"network": StageChoice("gaze-estimation-adas-0002"),
-                                            "iris": StageChoice("iris-landmark")}  # dual-gaze runs two models
+    # dual-gaze runs two models, the network at the default set's own precision for it (edgegaze's INT8)
+    assert default.stages["gaze"].parts == {"network": StageChoice("gaze-estimation-adas-0002", "INT8-QAT"),
+                                            "iris": StageChoice("iris-landmark")}
     with pytest.raises(ConfigError, match="unknown model set 'nope'; valid sets: default") as e:
         PipelineSpec.from_set("nope")
     assert e.value.field == "set" and e.value.words(flag).startswith("unknown model set")
