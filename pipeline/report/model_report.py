@@ -99,14 +99,19 @@ def plan(models_set: str, precisions: list[str]) -> tuple[list[tuple[str, str, s
             notes.append(f"{stage}: computed by '{impl}', no model to measure")
         for model_id in models:
             spec = zoo.get(model_id)
-            for run_precision in precisions:  # a model the set runs at its own precision is measured at it
+            for run_precision in precisions:  # a model the set runs at its own precision is measured at it,
                 precision = catalog.run_precisions(models_set, impl, run_precision).get(model_id, run_precision)
-                if paths.ir_path(model_id, precision).exists() or precision in spec.precisions:
-                    # raises with the fetch/convert command
-                    items.append((stage, model_id, precision, runtime.ir_file(model_id, precision)))
-                else:
-                    skipped.append({"model_id": model_id, "precision": precision,
-                                    "reason": f"no {precision} form (it has {', '.join(spec.precisions)})"})
+                own = [run_precision] if precision != run_precision else []  # and beside the form it came from
+                if own:
+                    notes.append(f"{stage}: the {models_set} set runs {model_id} at {precision}; its {run_precision} "
+                                 f"form is measured beside it (the {run_precision} totals are the set at {run_precision} throughout)")
+                for tag in [precision, *own]:
+                    if paths.ir_path(model_id, tag).exists() or tag in spec.precisions:
+                        # raises with the fetch/convert command
+                        items.append((stage, model_id, tag, runtime.ir_file(model_id, tag)))
+                    else:
+                        skipped.append({"model_id": model_id, "precision": tag,
+                                        "reason": f"no {tag} form (it has {', '.join(spec.precisions)})"})
     return items, skipped, notes
 
 
