@@ -33,10 +33,12 @@ def _models_list(args) -> int:
                   f"at --precision (FP32 by default); {' '.join(flags)} runs FP32 there")
             for m, p in own.items():
                 if made := zoo.recipe(zoo.get(m), p):
-                    people = list(made["check"]["people_left_out"].values())
-                    budget = ", ".join(f"{k} {v:g}" for k, v in made["budget"].items())
-                    print(f"  {m} {p}: edgegaze's own, {sum(people) / len(people):.2f} mean from FP32 on a person no "
-                          f"step saw ({min(people):g}-{max(people):g} over {len(people)} people; budget {budget}); recipe: "
+                    people = list(made.get("check", {}).get("people_left_out", {}).values())
+                    budget = ", ".join(f"{k} {v:g}" for k, v in made.get("budget", {}).items())
+                    checked = (f"{sum(people) / len(people):.2f} mean from FP32 on a person no step saw "
+                               f"({min(people):g}-{max(people):g} over {len(people)} people; budget {budget})") if people else \
+                        f"budget {budget}"
+                    print(f"  {m} {p}: edgegaze's own, {checked}; recipe: "
                           f"{zoo.packaged(zoo.get(m).files_for(p)[0]).with_name('recipe.toml')}")
     return 0
 
