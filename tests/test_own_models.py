@@ -121,3 +121,11 @@ def test_the_report_measures_the_own_model_beside_the_fp32_form_it_came_from(zoo
     gaze = [(model, precision) for stage, model, precision, _ in items if model == GAZE]
     assert gaze == [(GAZE, OWN), (GAZE, "FP32")] and not skipped
     assert any(f"runs {GAZE} at {OWN}" in n for n in notes)
+
+
+def test_models_list_names_the_own_model_its_check_and_its_recipe(capsys):
+    from pipeline.cli import main
+
+    assert main(["models", "list"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith(f"{GAZE} {OWN}"))
+    assert "edgegaze's own" in line and "budget gaze_error_deg 0.5" in line and line.endswith("recipe.toml")
