@@ -96,35 +96,30 @@ def test_a_bad_inference_precision_in_the_zoo_is_one_error(tmp_path, monkeypatch
         zoo.models()
 
 
-def test_a_set_runs_a_model_at_its_own_precision(zoo_ready, tmp_path, monkeypatch, capsys):
-    """[sets.NAME.precisions]: at the FP32 base the set's model runs at its own tag (here the gaze network
-    at FP16), the report measures it so, and a stage named ID@TAG or another --precision runs as asked."""
+def test_a_set_runs_a_model_at_its_own_precision(zoo_ready, monkeypatch, capsys):
+    """[sets.NAME.precisions]: at the FP32 base the set's model runs at its own tag (the default set's gaze
+    network at edgegaze's own INT8-QAT), the report measures it so, and a stage named ID@TAG or another
+    --precision runs as asked."""
     from pipeline.report.model_report import plan
 
-    text = paths.manifest_path().read_text()
-    line = 'gaze = "dual-gaze"          # gaze-estimation-adas-0002, and iris-landmark while its `iris` parameter is on\n'
-    own = text.replace(line, line + 'precisions = { "gaze-estimation-adas-0002" = "FP16" }\n', 1)
-    assert own != text
-    (tmp_path / "zoo.toml").write_text(own)
-    monkeypatch.setenv("EDGEGAZE_ZOO", str(tmp_path / "zoo.toml"))
     loaded = []
     load = runtime.load
     monkeypatch.setattr(runtime, "load", lambda model, precision="FP32", *a, **kw: (loaded.append((model, precision)),
                                                                                      load(model, precision, *a, **kw))[1])
     build_pipeline("default")
-    assert ("gaze-estimation-adas-0002", "FP16") in loaded and ("face-landmark", "FP32") in loaded
-    for kw, want in (({"gaze": "dual-gaze@FP32"}, "FP32"), ({"precision": "FP16"}, "FP16"), ({}, "FP16")):
+    assert ("gaze-estimation-adas-0002", "INT8-QAT") in loaded and ("face-landmark", "FP32") in loaded
+    for kw, want in (({"gaze": "dual-gaze@FP32"}, "FP32"), ({"precision": "FP16"}, "FP16"), ({}, "INT8-QAT")):
         loaded.clear()
         build_pipeline("default", **kw)
         assert ("gaze-estimation-adas-0002", want) in loaded, kw
     items = plan("default", ["FP32"])[0]
-    assert ("gaze", "gaze-estimation-adas-0002", "FP16") in [i[:3] for i in items]
+    assert ("gaze", "gaze-estimation-adas-0002", "INT8-QAT") in [i[:3] for i in items]
     assert ("landmarks", "face-landmark", "FP32") in [i[:3] for i in items]
     from pipeline.cli import main
 
     capsys.readouterr()
     assert main(["models", "list", "--set", "default"]) == 0
-    assert "the default set runs gaze-estimation-adas-0002 at FP16 and every other model at --precision (FP32 by " \
+    assert "the default set runs gaze-estimation-adas-0002 at INT8-QAT and every other model at --precision (FP32 by " \
            "default); --gaze dual-gaze@FP32 runs FP32 there" in capsys.readouterr().out
 
 
