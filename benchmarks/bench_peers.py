@@ -183,14 +183,14 @@ def main() -> None:
               f"{100 * r.get('core_share_at_fps', float('nan')):.1f}% of a core, latency p50 "
               f"{r.get('latency_p50_ms', float('nan')):.2f} ms")
     by_name = {r["contender"]: r for r in rows}
-    if {"edgegaze default", MESH_POSE} <= set(by_name):  # what the fused head pose costs (headpose.md: at most 1.05x)
-        now, before = by_name["edgegaze default"], by_name[MESH_POSE]
-        print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame of "
-              f"the same with the mesh fit alone as head pose (paced: {now.get('paced_cpu_ms_per_frame', float('nan')) / before.get('paced_cpu_ms_per_frame', float('nan')):.3f}x)")
-    if {"edgegaze default", GAZE_FP32} <= set(by_name):  # what the own INT8 gaze network buys
-        now, before = by_name["edgegaze default"], by_name[GAZE_FP32]
-        print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame and "
-              f"{now['fps'] / before['fps']:.3f}x the frames/s of the same with the gaze network at FP32")
+    # what the fused head pose costs (headpose.md: at most 1.05x), and what the own INT8 gaze network buys
+    for reference, what in ((MESH_POSE, "the mesh fit alone as head pose"), (GAZE_FP32, "the gaze network at FP32")):
+        if {"edgegaze default", reference} <= set(by_name):
+            now, before = by_name["edgegaze default"], by_name[reference]
+            nan = float("nan")
+            print(f"edgegaze default: {now['cpu_ms_per_frame'] / before['cpu_ms_per_frame']:.3f}x the CPU ms per frame "
+                  f"(paced: {now.get('paced_cpu_ms_per_frame', nan) / before.get('paced_cpu_ms_per_frame', nan):.3f}x) and "
+                  f"{now['fps'] / before['fps']:.3f}x the frames/s of the same with {what}")
     info = {**machine(), "load_average_before": load_before, "load_average_after": load_after}
     write(Path(args.out), {"machine": info, "frames": len(frames), "rows": rows}, args)
 

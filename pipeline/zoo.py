@@ -267,11 +267,16 @@ def packaged(f: ModelFile) -> Path:
     return Path(__file__).resolve().parent / f.package
 
 
-def recipe(spec: ModelSpec, precision: str) -> dict:
-    """How edgegaze made one of its own models (recipe.toml beside its packaged files: the command,
-    the budget and the checks); {} for any other precision."""
+def recipe_path(spec: ModelSpec, precision: str) -> Path | None:
+    """recipe.toml beside one of edgegaze's own models (None for a precision edgegaze does not carry)."""
     files = [f for f in spec.files_for(precision) if f.package]
-    path = packaged(files[0]).with_name("recipe.toml") if files else None
+    return packaged(files[0]).with_name("recipe.toml") if files else None
+
+
+def recipe(spec: ModelSpec, precision: str) -> dict:
+    """How edgegaze made one of its own models (its recipe.toml: the command, the budget and the
+    checks); {} for any other precision."""
+    path = recipe_path(spec, precision)
     return tomlfile.loads(path.read_text()) if path and path.is_file() else {}
 
 

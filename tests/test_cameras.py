@@ -265,7 +265,6 @@ def test_a_bad_camera_url_is_one_line_and_exit_2(broken_cameras, tmp_path, case,
     assert not any(tmp_path.iterdir()), "nothing is written"
 
 
-
 @pytest.mark.parametrize("case, words", [
     ("garbage", "not a video stream"),
     ("silent", "sent no video within 1 s"),
@@ -284,6 +283,7 @@ def test_the_mouse_waits_for_a_camera_url_that_gives_no_frame_and_says_why(zoo_r
         code = mouse.interrupt()
     said = "".join(mouse.out + mouse.err)
     assert code == 130 and words in said and "Traceback" not in said, said
+
 
 def test_batch_takes_a_list_of_camera_urls_and_runs_each_as_run_does(zoo_ready, tmp_path):
     """A .txt list of inputs (camera URLs, a video); each camera named by host, port and path, its

@@ -101,8 +101,9 @@ def gaze_items(zoo_ready):
 def test_the_own_int8_stays_near_fp32_on_people_no_step_saw(gaze_items):
     """The recipe's budget is 0.5 deg mean on a person no step saw, met on the mean of four people
     left out in turn (recipe.toml). On these stills of other people it is a little wider (0.56 deg
-    mean, median 0.33, on 24 eye pairs on 2026-12-05); what must hold here is that the INT8 gaze is the FP32 gaze, nowhere far
-    from it: a model whose ranges clip a face's activations is degrees off."""
+    mean, median 0.33, on 24 eye pairs on 2026-12-05); what must hold here is that the INT8 gaze
+    is the FP32 gaze, nowhere far from it: a model whose ranges clip a face's activations is
+    degrees off."""
     from pipeline import measures, runtime
     from pipeline.optimize import quantize
 

@@ -38,8 +38,7 @@ def _models_list(args) -> int:
                     checked = (f"{sum(people) / len(people):.2f} mean from FP32 on a person no step saw "
                                f"({min(people):g}-{max(people):g} over {len(people)} people; budget {budget})") if people else \
                         f"budget {budget}"
-                    print(f"  {m} {p}: edgegaze's own, {checked}; recipe: "
-                          f"{zoo.packaged(zoo.get(m).files_for(p)[0]).with_name('recipe.toml')}")
+                    print(f"  {m} {p}: edgegaze's own, {checked}; recipe: {zoo.recipe_path(zoo.get(m), p)}")
     return 0
 
 
