@@ -326,6 +326,17 @@ def test_gaze_session_on_the_test_session(zoo_ready, tmp_path):
     assert row["distance_source"] == "face size" and 200 < row["distance_mm"] < 3000
 
 
+def test_an_eval_says_which_models_its_set_runs_at_their_own_precision(zoo_ready):
+    """The default set's gaze network runs at INT8-QAT under an FP32 row: the eval says so in a line,
+    where its rows and summaries name the row's precision; at FP16 the set runs everything at FP16."""
+    from pipeline.evaluate import common
+
+    lines = []
+    built = list(common.configs("default", "FP32,FP16", gaze_session.NEEDS, log=lines.append))
+    assert [(s, p) for s, p, _ in built] == [("default", "FP32"), ("default", "FP16")]
+    assert lines == ["default FP32: runs gaze-estimation-adas-0002 at INT8-QAT (the set's own precision)"]
+
+
 def test_gaze_session_with_no_flags_compares_the_default_set_s_signals(eval_out):
     """`eval gaze-session` with no --models runs the default set with both gaze signals: each is
     validated on its own, the row's figure is the one the calibration picks, never above the

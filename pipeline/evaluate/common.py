@@ -53,7 +53,12 @@ def configs(models, precisions, needs, overrides=None, log=print, **runtime) -> 
     cells = grid(models, precisions)
     for models_set, precision in cells:
         try:
-            yield models_set, precision, build(models_set, precision, needs, overrides, **runtime)
+            pipeline = build(models_set, precision, needs, overrides, **runtime)
+            own = sorted({f"{c.id} at {c.precision}" for choice in pipeline.spec.stages.values() for c in choice.runs()
+                          if c.precision != precision})
+            if own:  # the set's own precisions ([sets.NAME.precisions]): the row's precision is not all that ran
+                log(f"{models_set} {precision}: runs {', '.join(own)} (the set's own precision)")
+            yield models_set, precision, pipeline
         except EdgegazeError as e:
             if getattr(e, "field", None) == "set" or len(cells) == 1:  # one cell: its error is the run's one line
                 raise
