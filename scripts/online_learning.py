@@ -4,6 +4,8 @@ the real recorded sessions.
 
     python scripts/gaze_signals.py                  # once: the real traces the simulation draws on
     python scripts/online_learning.py [--users 40] [--naive] [--only simulated|real]
+    python scripts/online_learning.py --starts         # 5 targets against 9
+    python scripts/online_learning.py --users 20 --long 150   # many clicks (long_sessions)
 
 Simulated sessions (scripts/simulate_calibration.py's users, whose estimator errors come from the
 real frames of the 4 shared face videos): a 4x4 grid on a 1920x1080, 527 mm screen at 600 mm, like
@@ -133,6 +135,56 @@ def compare_starts(users: int, seed: int) -> str:
     return "\n".join(lines)
 
 
+LONG_RANGES = ((1, 10), (11, 50), (51, 100), (101, None))  # clicks, counted from 1; None: to the end
+AGAIN_EVERY_AFTER = 30  # the re-choice runs at every click up to here, then every 5th (it costs more as points come)
+
+
+def long_sessions(users: int, clicks: int, seed: int) -> str:
+    """Many clicks: a 5-target start (the mouse's --targets 5), then `clicks` clicks at random points
+    (5 % from the edges), one photo each, every one on its point; each predicted before it is learned.
+    The learner against the start's map alone and against the calibration chosen again from scratch
+    on every point seen (regression.choose on the calibration's signal, its own leave-out of a point
+    not looked at), which costs about 100x a click's budget."""
+    from pipeline.control import regression
+    from pipeline.control.learning import Learner
+
+    d = extract(ROOT / "results" / "calibration" / "signals.npz")
+    people = [sim.Person(person(d, k), False, 1.0) for k in range(len(VIDEOS))]
+    rng = np.random.default_rng(seed)
+    w, h = sim.SCREEN.width_px, sim.SCREEN.height_px
+    start = cal.target_points("5", w, h)
+    names = ("learning off", "learner", "chosen again from scratch")
+    errors = {n: [] for n in names}
+    for _ in range(users):
+        u = sim.user(rng, len(people), True)
+        points = np.vstack([start, rng.uniform([0.05 * w, 0.05 * h], [0.95 * w, 0.95 * h], (clicks, 2))])
+        samples = sim.reject(sim.session(u, people[u["person"]], points, rng, True), None)
+        if len(samples) < len(points):
+            continue
+        calib = cal.fit(start, {i: samples[i] for i in range(len(start))}, sim.SCREEN, "long", min_samples=1)
+        learner, again = Learner(calib), calib.model
+        seen_x, seen_y = [np.asarray(samples[i][-1])[:6] for i in range(len(start))], list(start)
+        mine = {n: [] for n in names}
+        for n, k in enumerate(range(len(start), len(points)), 1):
+            for name, model in zip(names, (calib.model, learner.model, again)):
+                mine[name].append(online._error_deg(model, samples[k], points[k], sim.SCREEN))
+            x = np.asarray(samples[k][-1])
+            learner.observe(x, points[k], "target")
+            seen_x.append(x[:6])
+            seen_y.append(points[k])
+            if n <= AGAIN_EVERY_AFTER or n % 5 == 0:
+                again = regression.choose(np.array(seen_x), np.array(seen_y), [w, h], None, None, True,
+                                          calib.model.signal)[0]
+        for name in names:
+            errors[name].append(mine[name])
+    lines = ["| clicks | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for lo, hi in LONG_RANGES:
+        cells = [float(np.mean([e[lo - 1:hi] for e in errors[n]])) for n in names]
+        lines.append(f"| {lo}-{hi or clicks} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+    return (f"{len(errors['learner'])} simulated users, a 5-target start then {clicks} clicks at random points, "
+            f"one photo each (mean degrees, each click predicted before it is learned):\n\n" + "\n".join(lines))
+
+
 def run_real() -> list[dict]:
     from pipeline.evaluate import gaze_session
 
@@ -176,10 +228,14 @@ def main() -> None:
     ap.add_argument("--naive", action="store_true", help="also the issue's naive learner (slow)")
     ap.add_argument("--only", choices=("simulated", "real"), help="one kind of session (simulated: no models needed)")
     ap.add_argument("--starts", action="store_true", help="only 5 targets against 9 on the targets both predict")
+    ap.add_argument("--long", type=int, metavar="CLICKS", help="only long sessions: a 5-target start, then CLICKS clicks")
     ap.add_argument("--out", default=str(ROOT / "results" / "online"))
     args = ap.parse_args()
     if args.starts:
         print(compare_starts(args.users, args.seed))
+        return
+    if args.long:
+        print(long_sessions(args.users, args.long, args.seed))
         return
     rows = (run_simulated(args.users, args.seed, args.naive) if args.only != "real" else []) + \
         (run_real() if args.only != "simulated" else [])
