@@ -52,10 +52,15 @@ UDACITY_9 = [((160, 100), range(18, 37)), ((960, 100), range(48, 67)), ((1120, 7
              ((640, 700), range(420, 439)), ((560, 300), range(362, 396)), ((400, 650), range(504, 535))]
 
 
+def simulated_people() -> list:
+    """The simulated users' people: one per shared face video, from its real traces (gaze_signals)."""
+    d = extract(ROOT / "results" / "calibration" / "signals.npz")
+    return [sim.Person(person(d, k), False, 1.0) for k in range(len(VIDEOS))]
+
+
 def simulated(users: int, stills: bool, seed: int):
     """(targets, samples in recorded order) of each simulated user on a 4x4 grid."""
-    d = extract(ROOT / "results" / "calibration" / "signals.npz")
-    people = [sim.Person(person(d, k), False, 1.0) for k in range(len(VIDEOS))]
+    people = simulated_people()
     rng = np.random.default_rng(seed)
     points = sim.LAYOUTS["4x4"](sim.SCREEN.width_px, sim.SCREEN.height_px)
     for _ in range(users):
@@ -146,10 +151,9 @@ def long_sessions(users: int, clicks: int, seed: int) -> str:
     on every point seen (regression.choose on the calibration's signal, its own leave-out of a point
     not looked at), which costs about 100x a click's budget."""
     from pipeline.control import regression
-    from pipeline.control.learning import Learner
+    from pipeline.control.learning import NF, Learner
 
-    d = extract(ROOT / "results" / "calibration" / "signals.npz")
-    people = [sim.Person(person(d, k), False, 1.0) for k in range(len(VIDEOS))]
+    people = simulated_people()
     rng = np.random.default_rng(seed)
     w, h = sim.SCREEN.width_px, sim.SCREEN.height_px
     start = cal.target_points("5", w, h)
@@ -163,14 +167,14 @@ def long_sessions(users: int, clicks: int, seed: int) -> str:
             continue
         calib = cal.fit(start, {i: samples[i] for i in range(len(start))}, sim.SCREEN, "long", min_samples=1)
         learner, again = Learner(calib), calib.model
-        seen_x, seen_y = [np.asarray(samples[i][-1])[:6] for i in range(len(start))], list(start)
+        seen_x, seen_y = [np.asarray(samples[i][-1])[:NF] for i in range(len(start))], list(start)
         mine = {n: [] for n in names}
         for n, k in enumerate(range(len(start), len(points)), 1):
             for name, model in zip(names, (calib.model, learner.model, again)):
                 mine[name].append(online._error_deg(model, samples[k], points[k], sim.SCREEN))
             x = np.asarray(samples[k][-1])
             learner.observe(x, points[k], "target")
-            seen_x.append(x[:6])
+            seen_x.append(x[:NF])
             seen_y.append(points[k])
             if n <= AGAIN_EVERY_AFTER or n % 5 == 0:
                 again = regression.choose(np.array(seen_x), np.array(seen_y), [w, h], None, None, True,
@@ -178,9 +182,9 @@ def long_sessions(users: int, clicks: int, seed: int) -> str:
         for name in names:
             errors[name].append(mine[name])
     lines = ["| clicks | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for lo, hi in LONG_RANGES:
+    for lo, hi in ((lo, min(hi or clicks, clicks)) for lo, hi in LONG_RANGES if lo <= clicks):
         cells = [float(np.mean([e[lo - 1:hi] for e in errors[n]])) for n in names]
-        lines.append(f"| {lo}-{hi or clicks} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+        lines.append(f"| {lo}-{hi} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
     return (f"{len(errors['learner'])} simulated users, a 5-target start then {clicks} clicks at random points, "
             f"one photo each (mean degrees, each click predicted before it is learned):\n\n" + "\n".join(lines))
 

@@ -38,8 +38,7 @@ from the first, a choice on one or two clicks read noise) was measured on the si
 targets (2.84 -> 2.70 deg) and left photos alone; with the INT8-QAT network's, which the default
 runs, it helped video (3.11 -> 3.06) and cost photos (4.19 -> 4.27), the stand-in for laptop
 sessions. A wash that costs a third more per click, so every 4. Re-running the calibration's own
-nested choice at a click would cost tens of ms; a review costs a few small solves (the fit in
-force's errors come from its held-back check, the click's refit; only the other fits are solved).
+nested choice at a click would cost tens of ms; a review costs a few small solves.
 
 A click passes two checks before it is learned:
 - the gate: its residual (the distance from the map's point to the click's) must lie within
@@ -152,7 +151,7 @@ class Fit:
         if z1 is not None and self._take is not None:
             d = z1[:, self._take[0]]
             return [d, d] if self.shared else [d, z1[:, self._take[1]]]
-        x = np.atleast_2d(x)  # a view
+        x = np.atleast_2d(x)
         corrected = self.template._corrected(x) if corrected is None else corrected
         z = (corrected[:, self._cols] - self._mean) / self._scale
         if self._axis_wise:  # x from the yaw columns, y from the pitch columns
@@ -218,7 +217,7 @@ class Fit:
         """The weights of the held-back check's `rows` rows, its `clicks` clicks first: a click's
         weight decays with the clicks learned since (the held clicks are the last ones learned, so
         their ages run down one by one to the newest's, `newest`), a calibration target weighs 1 (in
-        L0). A review at every click reads the same few vectors: they are kept."""
+        L0). Every click's check and every review read the same few vectors: they are kept."""
         key = (rows, clicks, newest)
         w = self._weights.get(key)
         if w is None:
@@ -325,11 +324,9 @@ class Learner:
             if residual > limit:
                 return self._count(Verdict(False, "far", residual, limit, source), x, y)
         refit = fit.refit(d, y)
-        worse, errors = self._worse(fit, refit)
-        if worse:
+        if self._worse(fit, refit):
             return self._count(Verdict(False, "worse", residual, limit, source), x, y)
         self.n += 1
-        held = len(self.held_y)  # the check's clicks before this one joins them (_hold)
         for f, r in zip(self.fits, rows):
             if f is fit:
                 f.keep(refit)
@@ -340,7 +337,7 @@ class Learner:
         if source != POINTER:
             self.gate.append(residual)
         if self.n % CHOICE_EVERY == 0:
-            self._choose(None if errors is None else _spliced(errors, held, fit, d, y))
+            self._choose()
         else:
             self._held_errors = None
         return self._count(Verdict(True, "learned", residual, limit, source), x, y)
@@ -351,21 +348,15 @@ class Learner:
                             "residual_px": v.residual_px, "n": self.n if v.accepted else None})
         return v
 
-    def _choose(self, known: np.ndarray | None = None) -> None:
-        """The fit in force: regression's rule on each fit's held-back errors (module docstring);
-        `known`: the fit in force's, when the click's held-back check has them."""
+    def _choose(self) -> None:
+        """The fit in force: regression's rule on each fit's held-back errors (module docstring)."""
         if len(self.fits) == 1:
             return
         ys, clicks = self._check_y, len(self.held_y)
-        weights, errors = {}, {}  # weights per memory: fits of a size share them
-        for i, f in enumerate(self.fits):
-            if i == self.current and known is not None:
-                errors[i] = known
-                continue
+        for f in self.fits:
             f.refresh()
-            if f.memory not in weights:
-                weights[f.memory] = f.check_weights(clicks, len(ys))
-            errors[i] = _held_back(f.check_rows(), ys, f.beta, f.inv, weights[f.memory])
+        errors = {i: _held_back(f.check_rows(), ys, f.beta, f.inv, f.check_weights(clicks, len(ys)))
+                  for i, f in enumerate(self.fits)}
         scores = {i: float(e.sum()) / len(e) for i, e in errors.items()}
         limit = regression.band(scores, errors)
         self.current = next(i for i in self._preference if scores[i] <= limit)
@@ -380,13 +371,12 @@ class Learner:
         """The points of the held-back check's rows (the same clicks and targets for every fit)."""
         return self.held_y if self.anchors_y is None else np.concatenate([self.held_y, self.anchors_y])
 
-    def _worse(self, fit: Fit, refit) -> tuple[bool, np.ndarray | None]:
+    def _worse(self, fit: Fit, refit) -> bool:
         """The held-back check (module docstring): `refit` (C, c, beta with the click) against the fit
-        as it is, each on the calibration's targets and recent learned clicks left out one at a time.
-        Returns whether the refit is clearly worse, and its errors on those rows (None: too few)."""
+        as it is, each on the calibration's targets and recent learned clicks left out one at a time."""
         ys, clicks = self._check_y, len(self.held_y)
         if len(ys) < 2:
-            return False, None
+            return False
         d, (_, _, beta, inv) = fit.check_rows(), refit
         old = self._held_errors
         if old is None or len(old) != len(ys):
@@ -395,7 +385,7 @@ class Learner:
         diff, n = new - old, len(old)
         mean = float(diff.sum()) / n
         se = math.sqrt(max(float(diff @ diff) - n * mean * mean, 0.0) / (n - 1) / n)
-        return mean > max((regression.SIMPLER_WITHIN - 1.0) * float(old.sum()) / n, CLEARLY_WORSE_SE * se), new
+        return mean > max((regression.SIMPLER_WITHIN - 1.0) * float(old.sum()) / n, CLEARLY_WORSE_SE * se)
 
     # -- drift and the one-look correction ------------------------------------------------------
 
@@ -565,15 +555,6 @@ def _limit(residuals) -> float | None:
     v = [math.sqrt(r) for r in residuals]  # a few values: plain Python is quicker than NumPy here
     med = statistics.median(v)
     return (med + GATE_Z * max(1.4826 * statistics.median(abs(r - med) for r in v), 1e-6)) ** 2
-
-
-def _spliced(errors: np.ndarray, held: int, fit: Fit, d, y) -> np.ndarray:
-    """The fit in force's held-back errors on the check's rows now that the click has joined them,
-    from its held-back check's (`errors`, the refit's on the rows before, its `held` clicks first):
-    the oldest click left if the check was full, the click's own error is added before the
-    targets. The weights agree: the check weighed the old rows one click later."""
-    oldest = max(held + 1 - CHECK_CLICKS, 0)
-    return np.concatenate([errors[oldest:held], _held_back(d, y[None], fit.beta, fit.inv, 1.0), errors[held:]])
 
 
 def _held_back(d: list[np.ndarray], y: np.ndarray, beta, inv, w) -> np.ndarray:
