@@ -7,8 +7,9 @@ samples of a user who looks at its targets: the cost depends on the map's size, 
 samples' realism) on a 1920x1080 screen, and a learner (control/learning.py) that then takes
 `--clicks` clicks, in batches of 100 timed together with time.process_time (CPU) and
 time.perf_counter (wall), the configurations interleaved batch by batch so a busy machine slows
-them alike. A click is everything the mouse does at one: the gate, the held-back check, the refit
-of every map that learns, the choice of the map in force. Also timed: a look at the pointer (the
+them alike. A click is everything the mouse does at one: its look (the features of the frames of
+its last teaching.CLICK_LOOK_S, 15 at 30 fps, and their robust mean), the gate, the held-back
+check, the refit of every map that learns, the choice of the map in force. Also timed: a look at the pointer (the
 drift fix), saving the learned state into the calibration file (every teaching.SAVE_EVERY clicks
 and at the end of a run; also given per click, spread over those), and the hook the mouse calls on
 every frame (control/teaching.Teacher.frame) on a frame without a click, which is all learning costs
@@ -36,10 +37,12 @@ sys.path.insert(0, str(HERE))
 
 from _common import load_average, machine, results_view, write_view  # noqa: E402
 
-from pipeline.control import calibration as cal  # noqa: E402
+from pipeline.control import calibration as cal, mapping  # noqa: E402
 from pipeline.control.learning import Learner  # noqa: E402
 from pipeline.control.mouse import Decision  # noqa: E402
-from pipeline.control.teaching import SAVE_EVERY, Teacher  # noqa: E402
+from pipeline.control.teaching import SAVE_EVERY, Teacher, look_of  # noqa: E402
+from pipeline.evaluate.online import LOOK_SAMPLES  # noqa: E402
+from pipeline.results import Face, FaceResult, Gaze, HeadPose  # noqa: E402
 
 W, H = 1920, 1080
 SCREEN = cal.ScreenGeometry(W, H, 527, 296, 600)
@@ -60,6 +63,15 @@ def looks(rng, points, n: int, both: bool) -> np.ndarray:
     return np.column_stack([net, iris, rng.normal(0, 3, net.shape)])
 
 
+def face_of(row):
+    """A FaceResult whose gaze signals and head pose read one sample row (what a click's look reads)."""
+    signals = {"network": (float(row[0]), float(row[1]))}
+    if np.isfinite(row[2]):
+        signals["iris"] = (float(row[2]), float(row[3]))
+    return FaceResult(Face(np.array([0.0, 0.0, 100.0, 100.0]), 1.0), head_pose=HeadPose(float(row[4]), float(row[5]), 0.0),
+                      gaze=Gaze(np.zeros(3), float(row[0]), float(row[1]), signals=signals))
+
+
 def learner(layout: str, both: bool, rng) -> tuple[Learner, cal.Calibration]:
     points = cal.target_points(layout, W, H)
     samples = {k: looks(rng, p, 12, both) for k, p in enumerate(points)}
@@ -74,16 +86,16 @@ def learner(layout: str, both: bool, rng) -> tuple[Learner, cal.Calibration]:
 def time_clicks(configs: dict, clicks: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     made = {name: learner(layout, both, rng) for name, (layout, both) in configs.items()}
-    clicks_of = {name: [(looks(rng, p, 1, both)[0], p) for p in rng.uniform([0, 0], [W, H], (clicks, 2))]
-                 for name, (_, both) in configs.items()}
+    clicks_of = {name: [([face_of(r) for r in looks(rng, p, LOOK_SAMPLES, both)], p)
+                        for p in rng.uniform([0, 0], [W, H], (clicks, 2))] for name, (_, both) in configs.items()}
     cpu = {name: [] for name in configs}
     wall = {name: [] for name in configs}
     for start in range(0, clicks, BATCH):  # interleaved batch by batch
         for name, (learn, _) in made.items():
             batch = clicks_of[name][start:start + BATCH]
             c0, w0 = time.process_time(), time.perf_counter()
-            for x, p in batch:
-                learn.observe(x, p)
+            for faces, p in batch:
+                learn.observe(look_of([mapping.face_angles(f) for f in faces]), p)
             cpu[name].append((time.process_time() - c0) * 1e3 / len(batch))
             wall[name].append((time.perf_counter() - w0) * 1e3 / len(batch))
     return {name: {"cpu": cpu[name], "wall": wall[name], "learner": made[name][0], "calibration": made[name][1]}
@@ -105,10 +117,10 @@ def time_other(learn: Learner, calib: cal.Calibration, both: bool, rng, repeats:
             teacher.save()
         save_ms = (time.process_time() - c0) * 1e3 / 20
         d = Decision(0.0, "moved", np.array([W / 2, H / 2]))
-        frames = 100_000
+        face, frames = face_of(x), 100_000
         c0 = time.process_time()
         for i in range(frames):
-            teacher.frame(i / 30, None, d)
+            teacher.frame(i / 30, face, d)
         frame_us = (time.process_time() - c0) * 1e6 / frames
     return {"look CPU ms": look_ms, "save CPU ms": save_ms, "save CPU ms per click": save_ms / SAVE_EVERY,
             "frame CPU us (no click)": frame_us}

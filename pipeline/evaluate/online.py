@@ -6,8 +6,9 @@ the targets) on the session's targets nearest the mouse's own layout (`--targets
 the centre and the corners), one each by an optimal assignment. The other targets are then taken
 in their recorded order, each as a click: the map in force predicts the target's samples (the
 step's error, in degrees, as leave-one-target-out scores a target), then the learner
-(control.learning) observes the click: the target's last steady sample (where a dwell would fire)
-and the target's point. Learning off is the start's map on the same steps.
+(control.learning) observes the click: the look of the target's last steady samples (where a dwell
+would fire: teaching.look_of over LOOK_SAMPLES, the app's CLICK_LOOK_S at a webcam's 30 fps) and
+the target's point. Learning off is the start's map on the same steps.
 
 With `wrong` > 0, each click is, with that probability, a wrong one (its point another target's,
 drawn at random): the learner is told nothing, the step's error is still the true target's. The
@@ -23,11 +24,13 @@ import numpy as np
 
 from pipeline.control import calibration as cal
 from pipeline.control.learning import Learner
+from pipeline.control.teaching import CLICK_LOOK_S, look_of
 from pipeline.errors import EdgegazeError
 from pipeline.evaluate.options import OnlineOptions
 
 LAST = 5  # the "last five" steps
 REPEATS = 20
+LOOK_SAMPLES = round(CLICK_LOOK_S * 30)  # a click's look: its last samples, a webcam's 30 a second
 
 
 def start_targets(points: np.ndarray, layout: str, width: int, height: int) -> list[int]:
@@ -75,7 +78,7 @@ def _run(calib, targets, samples, steps, screen, wrong: float = 0.0, rng=None) -
         error = _error_deg(learner.model, samples[k], targets[k], screen)
         is_wrong = rng is not None and rng.random() < wrong
         point = targets[rng.choice([j for j in keys if j != k])] if is_wrong else targets[k]
-        v = learner.observe(np.asarray(samples[k][-1]), point, "wrong" if is_wrong else "target")
+        v = learner.observe(look_of(samples[k][-LOOK_SAMPLES:]), point, "wrong" if is_wrong else "target")
         out.append({"error_deg": error, "wrong": bool(is_wrong), "learned": v.accepted, "reason": v.reason,
                     "residual_px": v.residual_px, "limit_px": v.limit_px})
     return out

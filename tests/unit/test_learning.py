@@ -100,8 +100,20 @@ def _stepper(controller, teacher):
         d = controller.step(t, face)
         if teacher is not None:
             teacher.frame(t, face, d)
+        step.frames.append((t, row, d.state))
         return d
+    step.frames = []  # (t, row, state) of every frame stepped
     return step
+
+
+def _look(frames, end: int):
+    """The features a click on frame `end` is learned with (teaching's look): the robust mean of the
+    frames the pointer followed in the CLICK_LOOK_S before it, and its own."""
+    from pipeline.control.teaching import CLICK_LOOK_S, FOLLOWED, look_of
+
+    t_end = frames[end][0]
+    rows = [r for t, r, state in frames[:end] if state in FOLLOWED and t_end - t <= CLICK_LOOK_S]
+    return look_of(rows + [frames[end][1]])
 
 
 def _learned_file(path, seed: int, clicks: int = 20):
@@ -225,12 +237,13 @@ def test_a_click_picked_in_the_magnifier_teaches_the_map_where_the_first_look_ai
     before = _error(teacher.model, moved, _grid())
     clicks, attempts = [], 40
     for target in rng.uniform([100, 100], [W - 100, H - 100], (attempts, 2)):
-        first = next(row for row in moved(target, 120)[0] if "zoom" in step(row).events)  # one look, 4 s of frames
-        lens = zoom.lens
+        next(row for row in moved(target, 120)[0] if "zoom" in step(row).events)  # one look, 4 s of frames
+        first, lens = _look(step.frames, len(step.frames) - 1), zoom.lens
         for row in moved(lens.to_window(target), 120)[0]:  # a look at the target's image in the magnifier
             d = step(row)
             if d.click is not None:  # picked in it (its screen point), or outside it (where the pointer is)
-                clicks.append((first if lens.contains(d.click_xy) else row, d.click_xy, controller.xy.copy()))
+                here = _look(step.frames, len(step.frames) - 1)
+                clicks.append((first if lens.contains(d.click_xy) else here, d.click_xy, controller.xy.copy()))
                 break
             if zoom.lens is None:  # cancelled: the target's image was not in it
                 break
