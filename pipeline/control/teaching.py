@@ -66,15 +66,16 @@ class LearningOptions(Options):
 
 
 def look_of(rows) -> np.ndarray:
-    """A click's features from its look's frames (mapping.face_angles rows, oldest first):
-    their median, over the samples that have every feature the newest one has. A median, not
+    """A click's features from its look's frames (mapping.face_angles rows, oldest first): their
+    median, over the frames that have every feature the newest one has. A median, not
     regression.robust_mean: as good on the simulated sessions (last five clicks 3.02 against 3.03
-    deg) at a fifth of the CPU, which the click's budget needs."""
+    deg) for a fraction of the CPU, which the click's budget needs; taken from a sort, which is
+    faster than np.median on 15 rows."""
     rows = np.asarray(rows, np.float64)[:, :NF]
     if len(rows) == 1:
         return rows[0]
-    rows = rows[np.isfinite(rows[:, np.isfinite(rows[-1])]).all(1)]
-    return np.median(rows, axis=0)
+    rows = np.sort(rows[np.isfinite(rows[:, np.isfinite(rows[-1])]).all(1)], axis=0)
+    return (rows[(len(rows) - 1) // 2] + rows[len(rows) // 2]) / 2
 
 
 def start(o: LearningOptions, calib: cal.Calibration, path, log=print) -> "Teacher | None":
