@@ -193,7 +193,7 @@ def test_loto_with_a_known_linear_map():
     assert row["mean_px"] < 1e-3 and row["samples"] == 15
 
 
-def test_the_nested_figure_chooses_each_targets_signal_without_that_targets_error():
+def test_the_figure_picks_each_targets_signal_without_that_targets_error():
     """The iris signal wins the session's figure only through target 0's own error: chosen on the
     other targets' errors, target 0 gets the network signal, the others iris (target 0's 0.1 still
     counts for them), and the figure is the worse, honest one."""
@@ -201,11 +201,11 @@ def test_the_nested_figure_chooses_each_targets_signal_without_that_targets_erro
         return [{"error_deg": e, "samples": 2} for e in errors]
 
     per_target = {"network": records([1.0, 1.0, 1.0, 1.0]), "iris": records([0.1, 1.2, 1.2, 1.2])}
-    nested = gaze_session.nested_signal_errors(per_target)
-    assert nested == [1.0, 1.2, 1.2, 1.2]
-    assert np.mean(nested) > np.mean([0.1, 1.2, 1.2, 1.2])  # the session's own figure picks iris on all four
+    picked = gaze_session.errors_picked_without_each(per_target)
+    assert picked == [1.0, 1.2, 1.2, 1.2]
+    assert np.mean(picked) > np.mean([0.1, 1.2, 1.2, 1.2])  # the session's own figure picks iris on all four
     one = {"network": records([2.0, 3.0, 4.0])}
-    assert gaze_session.nested_signal_errors(one) == [2.0, 3.0, 4.0]  # one signal: nothing to choose
+    assert gaze_session.errors_picked_without_each(one) == [2.0, 3.0, 4.0]  # one signal: nothing to choose
 
 
 # -- real pipeline -------------------------------------------------------------------------
@@ -380,8 +380,8 @@ def test_gaze_session_online_learns_from_each_target_as_a_click(eval_out):
     step = row["steps"][0]
     assert step["error_deg"] == step["off_deg"] == row["online_deg"]  # the first click is predicted before any learning
     assert row["loto_deg"] == pytest.approx(np.mean([t["error_deg"] for t in session["per_target"]]), abs=1e-3)
-    assert row["loto_nested_deg"] >= row["loto_deg"] - 1e-6  # a flip of the choice goes to the signal worse on that target
-    assert session["nested_deg"] >= session["mean_deg"] - 1e-6
+    assert row["loto_picked_without_deg"] >= row["loto_deg"] - 1e-6  # a flip of the choice goes to the signal worse on that target
+    assert session["picked_without_deg"] >= session["mean_deg"] - 1e-6
     w = row["wrong"]
     assert w["repeats"] == 20 and w["wrong_clicks"] + w["right_clicks"] == 20 and w["fraction"] == 0.2
     text = (eval_out / "gaze_online.md").read_text()

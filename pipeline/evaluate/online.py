@@ -112,7 +112,7 @@ def line(r: dict) -> str:
     text = (f"  online, start on {len(r['start'])} targets ({r['start_model']} on {r['start_signal']}): "
             f"{r['online_steps']} clicks, mean {r['online_deg']:.2f} deg (learning off {r['off_deg']:.2f}), "
             f"last {LAST} {r['online_last_deg']:.2f}; leave-one-target-out on every target {r['loto_deg']:.2f} "
-            f"({r['loto_nested_deg']:.2f} with the signal held out too)")
+            f"({r['loto_picked_without_deg']:.2f} with the signal picked without its error)")
     if w := r.get("wrong"):
         refused = "-" if w["refused_wrong"] is None else f"{100 * w['refused_wrong']:.0f} %"
         text += (f"; with {100 * w['fraction']:.0f} % wrong clicks ({w['repeats']} draws) {w['online_deg']:.2f} deg, "
@@ -124,7 +124,7 @@ def line(r: dict) -> str:
 COLUMNS = [("set", "set", ""), ("precision", "precision", ""), ("start_map", "start", ""), ("online_steps", "clicks", "d"),
            ("off_deg", "learning off deg", ".2f"), ("online_deg", "online deg", ".2f"),
            ("online_last_deg", f"online, last {LAST} deg", ".2f"), ("loto_deg", "leave-one-target-out deg", ".2f"),
-           ("loto_nested_deg", "leave-one-target-out, signal held out too, deg", ".2f"),
+           ("loto_picked_without_deg", "leave-one-target-out, signal picked without its error, deg", ".2f"),
            ("wrong_online_deg", "with wrong clicks deg", ".2f"), ("refused_wrong_pct", "wrong refused %", ".0f"),
            ("kept_right_pct", "right kept %", ".0f")]
 
@@ -158,14 +158,13 @@ def write_outputs(out, report: dict) -> list:
         f"each other target, in recorded order, is a click: the map in force predicts its samples (the error), "
         f"then learns it (control/learning.py). Learning off: the start's map on the same clicks. "
         f"Leave-one-target-out: every target predicted by a calibration on all the others (the session's own figure); "
-        f"with the signal held out too, each target's gaze signal chosen on the other targets' errors, as a "
-        f"calibration made without that target would choose it (the session's figure chooses it on every target's "
-        f"error, that target's own included)."
+        f"with the signal picked without its error, each target read with the gaze signal the other targets' "
+        f"errors pick (the session's figure picks it on every target's error, that target's own included)."
         + (f" With wrong clicks: each click, with probability {w['fraction']:g}, lands on another target, "
            f"{w['repeats']} seeded draws." if w else ""),
         COLUMNS, online, captions={"steps": "Error of each click (degrees) before it is learned, learning on and off, in "
                                             "recorded order; the dashed line is leave-one-target-out on every target, the "
-                                            "dash-dotted one the same with the signal held out too."})
+                                            "dash-dotted one the same with the signal picked without its error."})
     return tables.write_outputs(out, "gaze_online", online, view, {"steps": steps_plot(online)})
 
 
@@ -179,7 +178,7 @@ def steps_plot(report: dict):
         ax.plot(range(1, len(on) + 1), [s["off_deg"] for s in r["steps"]], marker="x", ls=":",
                 color=line_on.get_color(), label="learning off")
         ax.axhline(r["loto_deg"], ls="--", lw=0.8, color=line_on.get_color())
-        ax.axhline(r["loto_nested_deg"], ls="-.", lw=0.8, color=line_on.get_color())
+        ax.axhline(r["loto_picked_without_deg"], ls="-.", lw=0.8, color=line_on.get_color())
     ax.set_xlabel("click (recorded order)")
     ax.set_ylabel("error before learning it (deg)")
     ax.grid(alpha=0.3)

@@ -436,4 +436,4 @@ def test_online_evaluation_of_simulated_sessions(layout):
     print(f"start {layout}: online {on:.2f} deg, learning off {off:.2f}; wrong refused {refused:.2f} of {wrong}, "
           f"right kept {kept:.2f} of {right}")
     assert on < off and refused >= 0.8 and kept >= 0.9
-    assert "online" in online.line({**reports[0], "loto_deg": 1.0, "loto_nested_deg": 1.1})
+    assert "online" in online.line({**reports[0], "loto_deg": 1.0, "loto_picked_without_deg": 1.1})
