@@ -5,10 +5,10 @@ which hooks onto the controller's actions (a click, a pause, a resume) and sees 
   at: where the pointer rested (a dwell) or was before the eyes closed (a blink). The look is the
   median (`look_of`) of the last CLICK_LOOK_S of frames the pointer followed, up to the click's
   frame (a dwell's) or to the last open-eyed one (a blink's): the gaze network's frames jitter,
-  and one frame is a noisier sample than the calibration's targets, which are robust means. In gaze mode the gaze map put the
-  pointer there, so the learner takes it as such (learning.POINTER: it cannot tell the map's
-  error, and is not gated); in gaze+head mode the head's fine turn put it on what the user looked
-  at, a sample the gate judges.
+  and one frame is a noisier sample than the calibration's targets, which are robust means. In
+  gaze mode the gaze map put the pointer there, so the learner takes it as such (learning.POINTER:
+  it cannot tell the map's error, and is not gated); in gaze+head mode the head's fine turn put it
+  on what the user looked at, a sample the gate judges.
 - A click picked in zoom-to-click's magnifier (any mode) is learned with the look that opened the
   magnifier (the first selection's frame; a blink's last open-eyed one) and the screen point the
   click went to: the second selection corrected where the map put the first, so the pair says how
@@ -41,7 +41,7 @@ from pipeline.control import mapping, regression
 from pipeline.control.learning import NF, POINTER, Learner
 from pipeline.settings import Options, setting
 
-CLICK_LOOK_S = 0.5  # a click's look (module docstring): simulated video-target sessions, last five clicks 3.11 -> 3.02 deg
+CLICK_LOOK_S = 0.5  # a click's look (module docstring); simulated video targets, last five clicks 3.11 -> 3.02 deg
 FOLLOWED = ("moved", "still", "fixation")  # a frame's states (mouse.Decision) whose look a click can take: open eyes
 SAVE_EVERY = 100  # clicks between saves (each a few ms); a crash loses at most these (a few minutes of clicking)
 LOOK_FRAMES = 30  # paused frames a look is read from: about the last second before resuming
