@@ -90,8 +90,9 @@ def main() -> None:
     a = ap.parse_args()
     core, config = runtime.core(), {"INFERENCE_NUM_THREADS": 1}
     fp32 = core.read_model(paths.ir_path(MODEL, "FP32"))
-    names = [fq.get_friendly_name() for fq in quantizers(without(set()))]
-    variants = {"FP32 (f32)": (fp32, "f32"), "FP32 (bf16)": (fp32, "bf16"), "INT8-QAT": (without(set()), "f32"),
+    shipped = without(set())
+    names = [fq.get_friendly_name() for fq in quantizers(shipped)]
+    variants = {"FP32 (f32)": (fp32, "f32"), "FP32 (bf16)": (fp32, "bf16"), "INT8-QAT": (shipped, "f32"),
                 "INT8-QAT, no activation quantizer": (without(None), "f32"),
                 f"INT8-QAT, ranges x{a.narrow:.2f}": (narrowed(a.narrow), "f32")}
     variants.update({f"INT8-QAT without quantizer {i}": (without({n}), "f32") for i, n in enumerate(names)})

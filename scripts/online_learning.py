@@ -156,6 +156,7 @@ def long_sessions(users: int, clicks: int, seed: int) -> str:
     not looked at), which costs about 100x a click's budget."""
     from pipeline.control import regression
     from pipeline.control.learning import NF, Learner
+    from pipeline.control.teaching import look_of
 
     people = simulated_people()
     rng = np.random.default_rng(seed)
@@ -176,9 +177,9 @@ def long_sessions(users: int, clicks: int, seed: int) -> str:
         for n, k in enumerate(range(len(start), len(points)), 1):
             for name, model in zip(names, (calib.model, learner.model, again)):
                 mine[name].append(online._error_deg(model, samples[k], points[k], sim.SCREEN))
-            x = np.asarray(samples[k][-1])
+            x = look_of(samples[k][-online.LOOK_SAMPLES:])  # a click's features, as the mouse takes them
             learner.observe(x, points[k], "target")
-            seen_x.append(x[:NF])
+            seen_x.append(x)
             seen_y.append(points[k])
             if n <= AGAIN_EVERY_AFTER or n % 5 == 0:
                 again = regression.choose(np.array(seen_x), np.array(seen_y), [w, h], None, None, True,
