@@ -6,6 +6,7 @@ the real recorded sessions.
     python scripts/online_learning.py [--users 40] [--naive] [--only simulated|real]
     python scripts/online_learning.py --starts         # 5 targets against 9
     python scripts/online_learning.py --users 20 --long 150   # many clicks (long_sessions)
+    python scripts/online_learning.py --first-signal-up-to 5  # a 5-target start reads the network, uncompared
 
 Simulated sessions (scripts/simulate_calibration.py's users, whose estimator errors come from the
 real frames of the 4 shared face videos): a 4x4 grid on a 1920x1080, 527 mm screen at 600 mm, like
@@ -42,7 +43,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import simulate_calibration as sim  # noqa: E402
 from gaze_signals import SHARED, VIDEOS, extract, person  # noqa: E402
-from pipeline.control import calibration as cal  # noqa: E402
+from pipeline.control import calibration as cal, regression  # noqa: E402
 from pipeline.evaluate import gaze_session, online  # noqa: E402
 
 WRONG, REPEATS = 0.2, 10
@@ -154,7 +155,6 @@ def long_sessions(users: int, clicks: int, seed: int) -> str:
     The learner against the start's map alone and against the calibration chosen again from scratch
     on every point seen (regression.choose on the calibration's signal, its own leave-out of a point
     not looked at), which costs about 100x a click's budget."""
-    from pipeline.control import regression
     from pipeline.control.learning import NF, Learner
     from pipeline.control.teaching import look_of
 
@@ -239,8 +239,13 @@ def main() -> None:
     ap.add_argument("--only", choices=("simulated", "real"), help="one kind of session (simulated: no models needed)")
     ap.add_argument("--starts", action="store_true", help="only 5 targets against 9 on the targets both predict")
     ap.add_argument("--long", type=int, metavar="CLICKS", help="only long sessions: a 5-target start, then CLICKS clicks")
+    ap.add_argument("--first-signal-up-to", type=int, metavar="TARGETS",
+                    help="calibrations on up to TARGETS targets read the first gaze signal without comparing "
+                         f"(regression.MAX_UNCOMPARED, {regression.MAX_UNCOMPARED} in the product); an experiment")
     ap.add_argument("--out", default=str(ROOT / "results" / "online"))
     args = ap.parse_args()
+    if args.first_signal_up_to is not None:
+        regression.MAX_UNCOMPARED = args.first_signal_up_to
     if args.starts:
         print(compare_starts(args.users, args.seed))
         return
@@ -251,10 +256,12 @@ def main() -> None:
         (run_real() if args.only != "simulated" else [])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "online_learning" + (f"_{args.only}" if args.only else "")
+    stem = "online_learning" + (f"_{args.only}" if args.only else "") + \
+        (f"_first_signal_up_to_{args.first_signal_up_to}" if args.first_signal_up_to is not None else "")
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     md = (f"# Learning from clicks on every session made here\n\n`python scripts/online_learning.py --users "
-          f"{args.users}{' --naive' if args.naive else ''}{' --only ' + args.only if args.only else ''}` (mean degrees of visual angle per session; "
+          f"{args.users}{' --naive' if args.naive else ''}{' --only ' + args.only if args.only else ''}"
+          f"{f' --first-signal-up-to {args.first_signal_up_to}' if args.first_signal_up_to is not None else ''}` (mean degrees of visual angle per session; "
           f"os.cpu_count() {os.cpu_count()}).\n\n" + table(rows) + "\n")
     (out / f"{stem}.md").write_text(md)
     print(md)
