@@ -8,7 +8,7 @@ samples' realism) on a 1920x1080 screen, and a learner (control/learning.py) tha
 `--clicks` clicks, in batches of 100 timed together with time.process_time (CPU) and
 time.perf_counter (wall), the configurations interleaved batch by batch so a busy machine slows
 them alike. A click is everything the mouse does at one: its look (the features of the frames of
-its last teaching.CLICK_LOOK_S, 15 at 30 fps, and their robust mean), the gate, the held-back
+its last teaching.CLICK_LOOK_S, 15 at 30 fps, and their median, teaching.look_of), the gate, the held-back
 check, the refit of every map that learns, the choice of the map in force. Also timed: a look at the pointer (the
 drift fix), saving the learned state into the calibration file (every teaching.SAVE_EVERY clicks
 and at the end of a run; also given per click, spread over those), and the hook the mouse calls on

@@ -107,7 +107,7 @@ def _stepper(controller, teacher):
 
 
 def _look(frames, end: int):
-    """The features a click on frame `end` is learned with (teaching's look): the robust mean of the
+    """The features a click on frame `end` is learned with (teaching's look): the median (look_of) of the
     frames the pointer followed in the CLICK_LOOK_S before it, and its own."""
     from pipeline.control.teaching import CLICK_LOOK_S, FOLLOWED, look_of
 
